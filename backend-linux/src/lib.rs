@@ -1,0 +1,1 @@
+//! nrt-linux (work in progress).

@@ -1,0 +1,1 @@
+//! nrt-sim (work in progress).

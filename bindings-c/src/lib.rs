@@ -1,0 +1,1 @@
+//! nrt-capi (work in progress).

@@ -1,0 +1,1 @@
+//! nrt-host (work in progress).

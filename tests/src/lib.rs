@@ -1,0 +1,1 @@
+//! nrt-tests (work in progress).
