@@ -172,8 +172,27 @@ fn invalid(name: &str, value: &str, why: core::fmt::Arguments<'_>) -> Error {
     let ellipsis = if cut < value.len() { "..." } else { "" };
     Error::new(
         NrtStatus::Invalid,
-        format_args!("Invalid value for {name}: \"{shown}{ellipsis}\": {why}"),
+        format_args!(
+            "Invalid value for {name}: \"{}{ellipsis}\": {why}",
+            Escaped(shown)
+        ),
     )
+}
+
+/// Shows control characters of a hostile value escaped (`\0`, `\n`, `\u{1b}`).
+struct Escaped<'a>(&'a str);
+
+impl core::fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_debug())?;
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Parses an unsigned decimal integer (ASCII digits only, no sign).

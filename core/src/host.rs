@@ -47,3 +47,16 @@ impl<T: Host + ?Sized> Host for &T {
 pub struct NoHost;
 
 impl Host for NoHost {}
+
+#[cfg(feature = "alloc")]
+impl<T: Host + ?Sized> Host for alloc::sync::Arc<T> {
+    fn log(&self, level: Level, args: fmt::Arguments<'_>) {
+        T::log(self, level, args)
+    }
+    fn register_fork_handlers(&self) -> Result<(), i32> {
+        T::register_fork_handlers(self)
+    }
+    fn fork_generation(&self) -> u32 {
+        T::fork_generation(self)
+    }
+}

@@ -221,14 +221,9 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     pub fn guard(&self) -> Result<()> {
         self.observe_fork();
         let s = self.state.get();
-        s.guard().map_err(|e| {
-            let level = if s == InitState::Closed {
-                Level::Warning
-            } else {
-                Level::Error
-            };
+        s.guard().inspect_err(|e| {
+            let level = if s == InitState::Closed { Level::Warning } else { Level::Error };
             self.log(level, format_args!("{}", e.message()));
-            e
         })
     }
 
@@ -252,35 +247,34 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             self.log(Level::Debug, format_args!("API:OUT: (ret=0)"));
             return Ok(());
         }
-        let mut session = self.session.lock();
-        if self.state.get() == InitState::Init {
-            return Ok(());
-        }
-        let r = self.init_locked(framework, fw_version, fal_version, vars);
-        match r {
-            Ok(s) => {
-                *session = Some(s);
-                self.state.set(InitState::Init);
-                self.log(Level::Debug, format_args!("API:OUT: (ret=0)"));
-                Ok(())
-            }
-            Err(e) => {
-                self.log(
-                    Level::Debug,
-                    format_args!("API:OUT: (ret={})", e.status().code()),
-                );
+        let r = self.init_slow(framework, fw_version, fal_version, vars);
+        let code = r.as_ref().err().map_or(0, |e| e.status().code());
+        self.log(Level::Debug, format_args!("API:OUT: (ret={code})"));
+        r
+    }
+
+    /// The init guard: only START may proceed. Returns `Ok(true)` when another `init` finished
+    /// first (the idempotent case).
+    fn init_state_guard(&self) -> Result<bool> {
+        match self.state.get() {
+            InitState::Start => Ok(false),
+            InitState::Init => Ok(true),
+            InitState::Closed => {
+                let e = err!(Closed, "NRT already closed");
+                self.log(Level::Warning, format_args!("{}", e.message()));
                 Err(e)
             }
+            s => Err(self.fail(err!(Failure, "Incompatible runtime state: {}", s.name()))),
         }
     }
 
-    fn init_locked(
+    fn init_slow(
         &self,
         framework: FrameworkType,
         fw_version: &str,
         fal_version: &str,
         vars: &dyn VarSource,
-    ) -> Result<Session> {
+    ) -> Result<()> {
         // (1) Soft-incompatibility callback.
         if self
             .driver
@@ -292,20 +286,29 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 "Failed to register nrt_soft_incompat_callback"
             )));
         }
-
-        // (2) State guard: only START may proceed.
-        match self.state.get() {
-            InitState::Start => {}
-            InitState::Closed => {
-                let e = err!(Closed, "NRT already closed");
-                self.log(Level::Warning, format_args!("{}", e.message()));
-                return Err(e);
-            }
-            s => {
-                return Err(self.fail(err!(Failure, "Incompatible runtime state: {}", s.name())));
-            }
+        // (2) State guard, before waiting for the lifecycle lock (so an init racing a close
+        // sees CLOSED), and again under it (so two racing inits bring the runtime up once).
+        if self.init_state_guard()? {
+            return Ok(());
         }
+        let mut session = self.session.lock();
+        if self.init_state_guard()? {
+            return Ok(());
+        }
+        let s = self.bring_up(framework, fw_version, fal_version, vars)?;
+        *session = Some(s);
+        self.state.set(InitState::Init);
+        Ok(())
+    }
 
+    /// Steps (3)-(9) of `init`, run under the lifecycle lock.
+    fn bring_up(
+        &self,
+        framework: FrameworkType,
+        fw_version: &str,
+        fal_version: &str,
+        vars: &dyn VarSource,
+    ) -> Result<Session> {
         // (3) Device discovery.
         let device = match self.driver.discover() {
             Ok(d) if d.arch.is_supported() && d.device_count > 0 && d.cores_per_device > 0 => d,
