@@ -1,1 +1,31 @@
-//! nrt-host (work in progress).
+//! The std host layer of the Neuron Runtime facade.
+//!
+//! `nrt-core` is `no_std`: it reads no environment, clock or OS state, and asks its
+//! [`Host`](nrt_core::Host) for logging and fork detection. This crate supplies those services on
+//! a hosted (Linux, std) target, for the C bindings and for Rust programs that embed the runtime:
+//!
+//! - [`EnvVars`]: a snapshot of the process's `NEURON_RT_*` variables, a
+//!   [`VarSource`](nrt_core::VarSource) for [`Config::parse`](nrt_core::Config::parse).
+//! - [`StdHost`]: a [`Host`](nrt_core::Host) that writes timestamped log lines to stderr (or a
+//!   caller-supplied sink) and detects `fork()` through a `pthread_atfork` child handler
+//!   ([`register_fork_handlers`], [`fork_generation`]).
+//! - [`CapturingHost`]: a [`Host`](nrt_core::Host) that records log records and simulates forks,
+//!   for tests.
+//! - [`coredump::CoreDumper`]: the core-dump forwarder, which expands the dump path templates and
+//!   runs the external `neuron-dump` helper.
+//!
+//! All `unsafe` code (the libc calls) lives in one private module.
+
+mod env;
+mod fork;
+mod host;
+mod sys;
+mod time;
+
+pub mod coredump;
+
+pub use coredump::CoreDumper;
+pub use env::EnvVars;
+pub use fork::{fork_generation, register_fork_handlers};
+pub use host::{CapturingHost, StdHost};
+pub use time::{dump_datetime, log_timestamp};

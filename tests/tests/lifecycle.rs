@@ -86,7 +86,7 @@ fn guarded_calls_before_init_return_uninitialized_13() {
         "NRT uninitialized",
     );
     assert_eq!(NrtStatus::Uninitialized.code(), 13);
-    assert!(host.logged(Level::Error, "NRT uninitialized"));
+    assert!(host.contains(Level::Error, "NRT uninitialized"));
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn init_is_idempotent_when_already_init() {
         1
     );
     assert_eq!(m.reserved(), CoreBitmap::range(0, 2));
-    assert_eq!(host.fork_handler_registrations(), 1);
+    assert_eq!(host.fork_registrations(), 1);
 }
 
 #[test]
@@ -357,9 +357,9 @@ fn hw_revision_is_overridden_off_real_hardware() {
 fn banner_and_instance_info_are_logged() {
     let (rt, host) = runtime_on(&emulated(Instance::Trn1, 2));
     init(&rt, &[("NEURON_RT_LOG_LEVEL", "INFO")]).unwrap();
-    assert!(host.logged(Level::Info, "Neuron Runtime 2.31.24.0"));
-    assert!(host.logged(Level::Info, "Found neuron driver: 2.27"));
-    assert!(host.logged(
+    assert!(host.contains(Level::Info, "Neuron Runtime 2.31.24.0"));
+    assert!(host.contains(Level::Info, "Found neuron driver: 2.27"));
+    assert!(host.contains(
         Level::Info,
         "Instance info:: device count:2 cores per device:2 architecture:TRN"
     ));
@@ -597,7 +597,7 @@ fn init_cores_failure_reports_failed_to_initialize_devices() {
 fn atfork_registration_failure_returns_failure_and_releases_everything() {
     let m = emulated(Instance::Trn1, 1);
     let (rt, host) = runtime_on(&m);
-    host.refuse_fork_handlers(Some(12));
+    host.set_fork_registration_error(Some(12));
     assert_err(
         init(&rt, &[]),
         NrtStatus::Failure,
@@ -606,7 +606,7 @@ fn atfork_registration_failure_returns_failure_and_releases_everything() {
     assert_eq!(rt.state(), InitState::Start);
     assert!(m.reserved().is_empty());
     assert_eq!(rt.driver().calls(DriverCall::ShutdownCores), 1);
-    host.refuse_fork_handlers(None);
+    host.set_fork_registration_error(None);
     init(&rt, &[]).unwrap();
 }
 

@@ -1,0 +1,268 @@
+//! The std [`Host`] implementations.
+
+use core::fmt;
+use std::io::Write;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
+
+use nrt_core::{Host, Level};
+
+use crate::{fork, sys, time};
+
+/// Formats one log line: `<timestamp> <pid> <LEVEL> NRT: <message>\n`.
+fn log_line(level: Level, args: fmt::Arguments<'_>) -> String {
+    format!(
+        "{} {} {} NRT: {}\n",
+        time::log_timestamp(SystemTime::now()),
+        std::process::id(),
+        level.as_str(),
+        args
+    )
+}
+
+/// Where [`StdHost`] writes.
+enum Sink {
+    /// File descriptor 2, written directly (no std lock, so a forked child can log).
+    Stderr,
+    /// A caller-supplied writer.
+    Writer(Mutex<Box<dyn Write + Send>>),
+}
+
+/// The std host: log lines to stderr (or a sink), fork detection through `pthread_atfork`.
+///
+/// Each record becomes one line, `<UTC timestamp> <pid> <LEVEL> NRT: <message>`, e.g.
+/// `2026-04-14T12:00:00.000000Z 4242 ERROR NRT: NRT uninitialized`, written with a single write
+/// so that lines from concurrent threads do not interleave. Write errors are ignored.
+///
+/// The fork services are process-global ([`register_fork_handlers`](crate::register_fork_handlers),
+/// [`fork_generation`](crate::fork_generation)), shared by every `StdHost`.
+pub struct StdHost {
+    sink: Sink,
+}
+
+impl StdHost {
+    /// A host that logs to stderr.
+    pub fn new() -> Self {
+        Self { sink: Sink::Stderr }
+    }
+
+    /// A host that logs to `sink` (behind a mutex). Note that a child forked while another
+    /// thread held that mutex would block on its next log line; stderr has no such lock.
+    pub fn with_sink(sink: Box<dyn Write + Send>) -> Self {
+        Self {
+            sink: Sink::Writer(Mutex::new(sink)),
+        }
+    }
+}
+
+impl Default for StdHost {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for StdHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sink = match self.sink {
+            Sink::Stderr => "stderr",
+            Sink::Writer(_) => "writer",
+        };
+        f.debug_struct("StdHost").field("sink", &sink).finish()
+    }
+}
+
+impl Host for StdHost {
+    fn log(&self, level: Level, args: fmt::Arguments<'_>) {
+        let line = log_line(level, args);
+        match &self.sink {
+            Sink::Stderr => sys::write_stderr(line.as_bytes()),
+            Sink::Writer(w) => {
+                let mut w = w.lock().unwrap_or_else(PoisonError::into_inner);
+                let _ = w.write_all(line.as_bytes());
+                let _ = w.flush();
+            }
+        }
+    }
+
+    fn register_fork_handlers(&self) -> Result<(), i32> {
+        fork::register_fork_handlers()
+    }
+
+    fn fork_generation(&self) -> u32 {
+        fork::fork_generation()
+    }
+}
+
+/// A test host: records every log record and simulates forks instead of tracking real ones.
+#[derive(Debug, Default)]
+pub struct CapturingHost {
+    records: Mutex<Vec<(Level, String)>>,
+    generation: AtomicU32,
+    registrations: AtomicU32,
+    /// Error number `register_fork_handlers` returns; 0 = succeed.
+    registration_error: AtomicI32,
+}
+
+impl CapturingHost {
+    /// An empty recorder whose fork registration succeeds.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The records so far, oldest first.
+    pub fn records(&self) -> Vec<(Level, String)> {
+        self.lock().clone()
+    }
+
+    /// Removes and returns the records so far.
+    pub fn take(&self) -> Vec<(Level, String)> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Forgets the records so far.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// Whether a record at `level` contains `needle`.
+    pub fn contains(&self, level: Level, needle: &str) -> bool {
+        self.lock()
+            .iter()
+            .any(|(l, m)| *l == level && m.contains(needle))
+    }
+
+    /// The messages recorded at `level`, oldest first.
+    pub fn messages(&self, level: Level) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(l, _)| *l == level)
+            .map(|(_, m)| m.clone())
+            .collect()
+    }
+
+    /// Acts as if the process had just forked: bumps the fork generation this host reports.
+    pub fn simulate_fork(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Makes later `register_fork_handlers` calls fail with `Err(ret)` (`None` or `Some(0)`:
+    /// succeed).
+    pub fn set_fork_registration_error(&self, ret: Option<i32>) {
+        self.registration_error
+            .store(ret.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// How many times `register_fork_handlers` was called (successfully or not).
+    pub fn fork_registrations(&self) -> u32 {
+        self.registrations.load(Ordering::SeqCst)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Level, String)>> {
+        self.records.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Host for CapturingHost {
+    fn log(&self, level: Level, args: fmt::Arguments<'_>) {
+        self.lock().push((level, args.to_string()));
+    }
+
+    fn register_fork_handlers(&self) -> Result<(), i32> {
+        self.registrations.fetch_add(1, Ordering::SeqCst);
+        match self.registration_error.load(Ordering::SeqCst) {
+            0 => Ok(()),
+            ret => Err(ret),
+        }
+    }
+
+    fn fork_generation(&self) -> u32 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn std_host_writes_one_formatted_line_per_record() {
+        let buf = Shared::default();
+        let host = StdHost::with_sink(Box::new(buf.clone()));
+        host.log(Level::Error, format_args!("NRT uninitialized"));
+        host.log(Level::Warning, format_args!("value {}", 7));
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let pid = std::process::id().to_string();
+        for (line, (level, msg)) in lines
+            .iter()
+            .zip([("ERROR", "NRT uninitialized"), ("WARNING", "value 7")])
+        {
+            let mut parts = line.splitn(4, ' ');
+            let ts = parts.next().unwrap();
+            assert_eq!(ts.len(), "2000-01-01T00:00:00.000000Z".len(), "{line}");
+            assert!(ts.ends_with('Z') && ts.as_bytes()[10] == b'T', "{line}");
+            assert_eq!(parts.next(), Some(pid.as_str()));
+            assert_eq!(parts.next(), Some(level));
+            assert_eq!(parts.next(), Some(format!("NRT: {msg}").as_str()));
+        }
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn std_host_debug_names_the_sink() {
+        assert_eq!(
+            format!("{:?}", StdHost::new()),
+            "StdHost { sink: \"stderr\" }"
+        );
+        let host = StdHost::with_sink(Box::new(std::io::sink()));
+        assert_eq!(format!("{host:?}"), "StdHost { sink: \"writer\" }");
+    }
+
+    #[test]
+    fn std_host_fork_services_are_the_process_globals() {
+        let host = StdHost::default();
+        assert_eq!(host.register_fork_handlers(), Ok(()));
+        assert_eq!(host.fork_generation(), fork::fork_generation());
+    }
+
+    #[test]
+    fn capturing_host_records_and_simulates() {
+        let host = CapturingHost::new();
+        host.log(Level::Error, format_args!("bad {}", 1));
+        host.log(Level::Info, format_args!("fine"));
+        assert!(host.contains(Level::Error, "bad 1"));
+        assert!(!host.contains(Level::Info, "bad"));
+        assert_eq!(host.messages(Level::Info), ["fine"]);
+        assert_eq!(host.take().len(), 2);
+        assert!(host.records().is_empty());
+
+        assert_eq!(host.fork_generation(), 0);
+        host.simulate_fork();
+        assert_eq!(host.fork_generation(), 1);
+
+        assert_eq!(host.register_fork_handlers(), Ok(()));
+        host.set_fork_registration_error(Some(12));
+        assert_eq!(host.register_fork_handlers(), Err(12));
+        host.set_fork_registration_error(None);
+        assert_eq!(host.register_fork_handlers(), Ok(()));
+        assert_eq!(host.fork_registrations(), 3);
+    }
+}
