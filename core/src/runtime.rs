@@ -222,7 +222,11 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         self.observe_fork();
         let s = self.state.get();
         s.guard().inspect_err(|e| {
-            let level = if s == InitState::Closed { Level::Warning } else { Level::Error };
+            let level = if s == InitState::Closed {
+                Level::Warning
+            } else {
+                Level::Error
+            };
             self.log(level, format_args!("{}", e.message()));
         })
     }
