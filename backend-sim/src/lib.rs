@@ -296,17 +296,46 @@ impl SimDriver {
         let count = p.vnc_count.saturating_mul(p.lnc_size) as usize;
         first..first.saturating_add(count)
     }
+
+    /// Runs `f` on the process's physical cores of `p`, which this handle must have reserved.
+    fn with_own_cores(
+        &self,
+        p: &CoreInitParams,
+        f: impl FnOnce(&mut [CoreState]) -> Result<(), SimError>,
+    ) -> Result<(), SimError> {
+        self.emulation()?;
+        let range = self.physical_range(p);
+        let mut cores = self.machine.lock();
+        let Some(slice) = cores.get_mut(range) else {
+            return Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "cores out of range",
+            ));
+        };
+        if slice.iter().any(|c| c.owner != Some(self.owner)) {
+            return Err(SimError::new(
+                ErrorKind::PermissionDenied,
+                "cores not reserved",
+            ));
+        }
+        f(slice)
+    }
+
+    /// Frees a core this handle owns, keeping its reset count.
+    fn free_if_owned(&self, c: &mut CoreState) {
+        if c.owner == Some(self.owner) {
+            *c = CoreState {
+                resets: c.resets,
+                ..CoreState::default()
+            };
+        }
+    }
 }
 
 impl Drop for SimDriver {
     fn drop(&mut self) {
         for c in self.machine.lock().iter_mut() {
-            if c.owner == Some(self.owner) {
-                *c = CoreState {
-                    resets: c.resets,
-                    ..CoreState::default()
-                };
-            }
+            self.free_if_owned(c);
         }
     }
 }
@@ -395,77 +424,46 @@ impl Driver for SimDriver {
         let mut cores = self.machine.lock();
         for i in bitmap.iter() {
             if let Some(c) = cores.get_mut(i as usize) {
-                if c.owner == Some(self.owner) {
-                    *c = CoreState {
-                        resets: c.resets,
-                        ..CoreState::default()
-                    };
-                }
+                self.free_if_owned(c);
             }
         }
         Ok(())
     }
 
     fn init_cores(&self, p: &CoreInitParams) -> Result<(), SimError> {
-        self.emulation()?;
-        let range = self.physical_range(p);
-        let mut cores = self.machine.lock();
-        let Some(slice) = cores.get_mut(range) else {
-            return Err(SimError::new(
-                ErrorKind::InvalidArgument,
-                "cores out of range",
-            ));
-        };
-        if slice.iter().any(|c| c.owner != Some(self.owner)) {
-            return Err(SimError::new(
-                ErrorKind::PermissionDenied,
-                "cores not reserved",
-            ));
-        }
-        for c in slice {
-            if p.reset_cores {
-                c.resets = c.resets.saturating_add(1);
+        self.with_own_cores(p, |cores| {
+            for c in cores {
+                if p.reset_cores {
+                    c.resets = c.resets.saturating_add(1);
+                }
+                c.initialized = true;
             }
-            c.initialized = true;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn start_exec_ready(&self, p: &CoreInitParams) -> Result<(), SimError> {
-        self.emulation()?;
-        let range = self.physical_range(p);
-        let mut cores = self.machine.lock();
-        let Some(slice) = cores.get_mut(range) else {
-            return Err(SimError::new(
-                ErrorKind::InvalidArgument,
-                "cores out of range",
-            ));
-        };
-        if slice
-            .iter()
-            .any(|c| !c.initialized || c.owner != Some(self.owner))
-        {
-            return Err(SimError::new(
-                ErrorKind::InvalidArgument,
-                "cores not initialized",
-            ));
-        }
-        for c in slice {
-            c.exec_ready = true;
-        }
-        Ok(())
+        self.with_own_cores(p, |cores| {
+            if cores.iter().any(|c| !c.initialized) {
+                return Err(SimError::new(
+                    ErrorKind::InvalidArgument,
+                    "cores not initialized",
+                ));
+            }
+            for c in cores {
+                c.exec_ready = true;
+            }
+            Ok(())
+        })
     }
 
     fn shutdown_cores(&self, p: &CoreInitParams) -> Result<(), SimError> {
-        self.emulation()?;
-        let range = self.physical_range(p);
-        let mut cores = self.machine.lock();
-        if let Some(slice) = cores.get_mut(range) {
-            for c in slice.iter_mut().filter(|c| c.owner == Some(self.owner)) {
+        self.with_own_cores(p, |cores| {
+            for c in cores {
                 c.initialized = false;
                 c.exec_ready = false;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
