@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nrt_core::driver::{
     Arch, CompatRange, CoreInitParams, DeviceInfo, Driver, DriverVersion, HwRevision, Platform,
-    ReserveError, ReserveRequest, SoftIncompatCallback,
+    ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
 };
 use nrt_core::lnc::{CoreBitmap, MAX_CORES};
 
@@ -584,5 +584,16 @@ impl Driver for LinuxDriver {
     fn shutdown_cores(&self, _params: &CoreInitParams) -> Result<(), LinuxError> {
         self.state().attached.clear();
         Ok(())
+    }
+
+    /// No model can be staged through this backend yet (device memory and staging arrive with
+    /// the load capability), so there is nothing to stop.
+    fn stop_model(&self, _model: StagedModel) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("stop_model"))
+    }
+
+    /// As [`Driver::stop_model`]: nothing can have been staged.
+    fn unstage_model(&self, _model: StagedModel) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("unstage_model"))
     }
 }

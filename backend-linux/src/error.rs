@@ -28,6 +28,8 @@ enum Cause {
     Reset { device: u32, result: i32 },
     /// A core bitmap the legacy (64-core) reservation ioctl cannot carry.
     BitmapTooWide,
+    /// The backend does not implement the operation yet.
+    Unsupported,
 }
 
 impl LinuxError {
@@ -76,6 +78,14 @@ impl LinuxError {
             op,
             path: None,
             cause: Cause::Reset { device, result },
+        }
+    }
+
+    pub(crate) fn unsupported(op: &'static str) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::Unsupported,
         }
     }
 
@@ -150,6 +160,7 @@ impl DriverError for LinuxError {
             Cause::UnknownCoreCount(_) => ErrorKind::Unsupported,
             Cause::Reset { .. } => ErrorKind::Hardware,
             Cause::BitmapTooWide => ErrorKind::InvalidArgument,
+            Cause::Unsupported => ErrorKind::Unsupported,
         }
     }
 }
@@ -174,6 +185,7 @@ impl fmt::Display for LinuxError {
             Cause::BitmapTooWide => f.write_str(
                 "cores above 63 cannot be released through the legacy 64-core reservation ioctl",
             ),
+            Cause::Unsupported => f.write_str("not implemented by the Linux backend yet"),
         }
     }
 }

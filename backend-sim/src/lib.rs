@@ -22,13 +22,14 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nrt_core::driver::{
     Arch, CompatRange, CoreInitParams, DeviceInfo, Driver, DriverError, DriverVersion, ErrorKind,
-    HwRevision, Platform, ReserveError, ReserveRequest, SoftIncompatCallback,
+    HwRevision, Platform, ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
 };
 use nrt_core::lnc::{CoreBitmap, MAX_CORES};
 
@@ -187,13 +188,26 @@ pub struct CoreState {
     pub exec_ready: bool,
 }
 
-/// A simulated machine: devices, cores and the reservation table, shared by the drivers
-/// attached to it.
+/// A model staged on a simulated core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StagedState {
+    /// The driver handle that staged it.
+    pub owner: u64,
+    /// Absolute logical core.
+    pub vnc: u32,
+    /// Stopped on its engine (ready to be unstaged).
+    pub stopped: bool,
+}
+
+/// A simulated machine: devices, cores, the reservation table and the staged models, shared
+/// by the drivers attached to it.
 #[derive(Debug)]
 pub struct SimMachine {
     config: SimConfig,
     cores: Mutex<Vec<CoreState>>,
+    staged: Mutex<BTreeMap<u64, StagedState>>,
     next_owner: AtomicU64,
+    next_model: AtomicU64,
 }
 
 impl SimMachine {
@@ -203,7 +217,9 @@ impl SimMachine {
         Arc::new(Self {
             config,
             cores: Mutex::new(vec![CoreState::default(); n]),
+            staged: Mutex::new(BTreeMap::new()),
             next_owner: AtomicU64::new(1),
+            next_model: AtomicU64::new(1),
         })
     }
 
@@ -215,6 +231,15 @@ impl SimMachine {
     fn lock(&self) -> MutexGuard<'_, Vec<CoreState>> {
         // A poisoned table is still consistent: every update is a single field store.
         self.cores.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn staged_table(&self) -> MutexGuard<'_, BTreeMap<u64, StagedState>> {
+        self.staged.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The models staged on the machine, by backend handle.
+    pub fn staged_models(&self) -> BTreeMap<u64, StagedState> {
+        self.staged_table().clone()
     }
 
     /// A snapshot of every core.
@@ -284,6 +309,30 @@ impl SimDriver {
         b
     }
 
+    /// Stages an (empty) model on absolute logical core `vnc`: the device-side record the load
+    /// pipeline creates, here without a program. Staging proper (programs carried in NEFFs)
+    /// arrives with the load capability.
+    pub fn stage_model(&self, vnc: u32) -> Result<StagedModel, SimError> {
+        let c = &self.machine.config;
+        let lnc_size = c.instance.arch().default_lnc_size();
+        if vnc.saturating_mul(lnc_size) >= c.total_cores() {
+            return Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "no such logical core",
+            ));
+        }
+        let handle = self.machine.next_model.fetch_add(1, Ordering::Relaxed);
+        self.machine.staged_table().insert(
+            handle,
+            StagedState {
+                owner: self.owner,
+                vnc,
+                stopped: false,
+            },
+        );
+        Ok(StagedModel { vnc, handle })
+    }
+
     fn emulation(&self) -> Result<DriverEmulation, SimError> {
         self.machine.config.emulate_driver.ok_or(SimError::new(
             ErrorKind::Unsupported,
@@ -334,6 +383,9 @@ impl SimDriver {
 
 impl Drop for SimDriver {
     fn drop(&mut self) {
+        self.machine
+            .staged_table()
+            .retain(|_, m| m.owner != self.owner);
         for c in self.machine.lock().iter_mut() {
             self.free_if_owned(c);
         }
@@ -465,5 +517,39 @@ impl Driver for SimDriver {
             }
             Ok(())
         })
+    }
+
+    fn stop_model(&self, model: StagedModel) -> Result<(), SimError> {
+        let mut table = self.machine.staged_table();
+        match table.get_mut(&model.handle) {
+            Some(m) if m.owner == self.owner && m.vnc == model.vnc => {
+                m.stopped = true;
+                Ok(())
+            }
+            _ => Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "no such staged model",
+            )),
+        }
+    }
+
+    fn unstage_model(&self, model: StagedModel) -> Result<(), SimError> {
+        let mut table = self.machine.staged_table();
+        match table.get(&model.handle) {
+            Some(m) if m.owner == self.owner && m.vnc == model.vnc => {
+                if !m.stopped {
+                    return Err(SimError::new(
+                        ErrorKind::InvalidArgument,
+                        "model not stopped",
+                    ));
+                }
+                table.remove(&model.handle);
+                Ok(())
+            }
+            _ => Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "no such staged model",
+            )),
+        }
     }
 }

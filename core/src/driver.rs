@@ -165,6 +165,17 @@ pub struct CoreInitParams {
     pub async_max_inflight: u32,
 }
 
+/// A model the backend staged on the device, named by the backend's own handle (libnrt's
+/// `H_MODEL`, reached from a model record through its bridge).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct StagedModel {
+    /// Absolute logical core the model is staged on.
+    pub vnc: u32,
+    /// The backend's handle for it.
+    pub handle: u64,
+}
+
 /// Portable classification of a backend error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -257,6 +268,13 @@ pub trait Driver {
 
     /// Per-core teardown, the inverse of [`Driver::init_cores`].
     fn shutdown_cores(&self, params: &CoreInitParams) -> Result<(), Self::Error>;
+
+    /// Stops a staged model on its core's execution engine (the synchronous engine's model
+    /// stop, first step of unloading it).
+    fn stop_model(&self, model: StagedModel) -> Result<(), Self::Error>;
+
+    /// Removes a stopped model from the device and frees what staging allocated for it.
+    fn unstage_model(&self, model: StagedModel) -> Result<(), Self::Error>;
 }
 
 impl<T: Driver + ?Sized> Driver for &T {
@@ -293,6 +311,12 @@ impl<T: Driver + ?Sized> Driver for &T {
     }
     fn shutdown_cores(&self, params: &CoreInitParams) -> Result<(), T::Error> {
         T::shutdown_cores(self, params)
+    }
+    fn stop_model(&self, model: StagedModel) -> Result<(), T::Error> {
+        T::stop_model(self, model)
+    }
+    fn unstage_model(&self, model: StagedModel) -> Result<(), T::Error> {
+        T::unstage_model(self, model)
     }
 }
 

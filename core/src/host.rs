@@ -6,6 +6,7 @@
 use core::fmt;
 
 use crate::fmt::Level;
+use crate::reader::{HeavyBarrier, ReaderId};
 
 /// Host services.
 pub trait Host {
@@ -28,6 +29,36 @@ pub trait Host {
     fn fork_generation(&self) -> u32 {
         0
     }
+
+    /// Called while `unload` waits for in-flight references to a model to drain, between two
+    /// checks. A std host sleeps 1 ms; the default spins.
+    fn relax(&self) {
+        core::hint::spin_loop();
+    }
+
+    /// The calling thread's reader row for the model registry's reference counters. The
+    /// default is a shared row picked by hashing the caller's stack address (correct for any
+    /// thread; distinct rows for concurrent threads avoid contention). A host that can give
+    /// each thread an index of its own returns [`ReaderId::exclusive`] ones, which count
+    /// without atomic read-modify-writes.
+    fn reader_id(&self) -> ReaderId {
+        ReaderId::shared(stack_shard())
+    }
+
+    /// A process-wide memory barrier for the registry's unload side, if the host has one
+    /// (asked once, when the runtime is built). Without it readers use a SeqCst fence.
+    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
+        None
+    }
+}
+
+/// A shard hint from the current stack address: threads have distinct stacks, megabytes apart.
+#[inline]
+pub fn stack_shard() -> usize {
+    let marker = 0u8;
+    let addr = core::ptr::addr_of!(marker).addr();
+    // Fibonacci hashing of the 4 KiB page number.
+    ((addr >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize)) >> (usize::BITS - 8)
 }
 
 impl<T: Host + ?Sized> Host for &T {
@@ -39,6 +70,15 @@ impl<T: Host + ?Sized> Host for &T {
     }
     fn fork_generation(&self) -> u32 {
         T::fork_generation(self)
+    }
+    fn relax(&self) {
+        T::relax(self)
+    }
+    fn reader_id(&self) -> ReaderId {
+        T::reader_id(self)
+    }
+    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
+        T::heavy_barrier(self)
     }
 }
 
@@ -58,5 +98,14 @@ impl<T: Host + ?Sized> Host for alloc::sync::Arc<T> {
     }
     fn fork_generation(&self) -> u32 {
         T::fork_generation(self)
+    }
+    fn relax(&self) {
+        T::relax(self)
+    }
+    fn reader_id(&self) -> ReaderId {
+        T::reader_id(self)
+    }
+    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
+        T::heavy_barrier(self)
     }
 }

@@ -25,6 +25,8 @@
 //! #   fn init_cores(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
 //! #   fn start_exec_ready(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
 //! #   fn shutdown_cores(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
+//! #   fn stop_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
+//! #   fn unstage_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
 //! # }
 //! let rt = Runtime::new(Sim);
 //! assert_eq!(rt.guard().unwrap_err().status(), NrtStatus::Uninitialized);
@@ -33,7 +35,7 @@
 //! rt.close();
 //! ```
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 #[cfg(feature = "alloc")]
@@ -50,9 +52,16 @@ pub mod driver;
 pub mod fmt;
 pub mod host;
 pub mod lnc;
+#[cfg(feature = "alloc")]
+pub mod model;
+pub mod reader;
+#[cfg(feature = "alloc")]
+pub mod registry;
 pub mod runtime;
 pub mod state;
 pub mod status;
+#[cfg(feature = "alloc")]
+mod sync;
 pub mod version;
 
 pub use config::{Config, LogLevel, VarSource};
@@ -60,6 +69,8 @@ pub use driver::Driver;
 pub use error::{Error, Message, Result};
 pub use fmt::Level;
 pub use host::{Host, NoHost};
-pub use runtime::{FrameworkInfo, FrameworkType, Runtime};
+pub use runtime::{FrameworkInfo, FrameworkType, Runtime, RuntimeOptions};
+#[cfg(feature = "alloc")]
+pub use runtime::{ModelHandle, ModelRef};
 pub use state::InitState;
 pub use status::{NrtStatus, status_as_str};

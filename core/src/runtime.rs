@@ -107,6 +107,26 @@ fn soft_incompat_warning(msg: &str) {
     );
 }
 
+/// Construction-time settings of a [`Runtime`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Models that can be loaded at once (the registry's fixed capacity). Loading one more
+    /// fails with `NRT_RESOURCE`.
+    pub max_models: u32,
+    /// While `unload` waits for references to drain it logs "still waiting for model[%u] ref
+    /// count 0" every this many relax periods (100 000 × 1 ms ≈ 100 s on a std host).
+    pub unload_warn_every: u64,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            max_models: 256,
+            unload_warn_every: 100_000,
+        }
+    }
+}
+
 /// A Neuron runtime over driver `D`, with host services from `H`.
 ///
 /// A runtime is a value: tests may create as many as they like. All methods take `&self`; the
@@ -120,7 +140,15 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     fork_handlers_registered: AtomicBool,
     fork_generation_at_registration: AtomicU32,
     session: spin::Mutex<Option<Session>>,
+    options: RuntimeOptions,
+    #[cfg(feature = "alloc")]
+    models: crate::registry::Registry<crate::model::Model>,
 }
+
+#[cfg(feature = "alloc")]
+mod models;
+#[cfg(feature = "alloc")]
+pub use models::{ModelHandle, ModelRef};
 
 impl<D: Driver + fmt::Debug, H: Host + fmt::Debug> fmt::Debug for Runtime<D, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -160,6 +188,15 @@ impl<D: Driver> Runtime<D, NoHost> {
 impl<D: Driver, H: Host> Runtime<D, H> {
     /// A runtime in START over `driver`, with `host` services.
     pub fn with_host(driver: D, host: H) -> Self {
+        Self::with_options(driver, host, RuntimeOptions::default())
+    }
+
+    /// A runtime in START with explicit [`RuntimeOptions`]. Every table the runtime needs
+    /// (the model registry) is allocated here, once.
+    pub fn with_options(driver: D, host: H, options: RuntimeOptions) -> Self {
+        #[cfg(feature = "alloc")]
+        let models =
+            crate::registry::Registry::with_heavy_barrier(options.max_models, host.heavy_barrier());
         Self {
             driver,
             host,
@@ -168,7 +205,15 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             fork_handlers_registered: AtomicBool::new(false),
             fork_generation_at_registration: AtomicU32::new(0),
             session: spin::Mutex::new(None),
+            options,
+            #[cfg(feature = "alloc")]
+            models,
         }
+    }
+
+    /// The construction-time options.
+    pub fn options(&self) -> &RuntimeOptions {
+        &self.options
     }
 
     /// The driver.
@@ -194,7 +239,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
     }
 
-    fn fail(&self, e: Error) -> Error {
+    pub(crate) fn fail(&self, e: Error) -> Error {
         self.log(Level::Error, format_args!("{}", e.message()));
         e
     }
@@ -202,10 +247,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// Enters CHILD if the host reports a fork since the fork handlers were registered.
     #[inline]
     fn observe_fork(&self) {
-        if self.fork_handlers_registered.load(Ordering::Acquire)
-            && self.host.fork_generation()
-                != self.fork_generation_at_registration.load(Ordering::Acquire)
-        {
+        if self.forked() {
             self.state.set(InitState::Child);
         }
     }
@@ -218,7 +260,25 @@ impl<D: Driver, H: Host> Runtime<D, H> {
 
     /// The guard every public entry runs first: `Ok` only when INIT, otherwise the exact status
     /// and message of the current state (logged: CLOSED as a warning, the others as errors).
+    #[inline]
     pub fn guard(&self) -> Result<()> {
+        if self.state.get() == InitState::Init && !self.forked() {
+            return Ok(());
+        }
+        self.guard_slow()
+    }
+
+    /// Whether the host reports a fork since the fork handlers were registered.
+    #[inline]
+    fn forked(&self) -> bool {
+        self.fork_handlers_registered.load(Ordering::Acquire)
+            && self.host.fork_generation()
+                != self.fork_generation_at_registration.load(Ordering::Acquire)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn guard_slow(&self) -> Result<()> {
         self.observe_fork();
         let s = self.state.get();
         s.guard().inspect_err(|e| {
@@ -758,9 +818,8 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         self.log(Level::Debug, format_args!("API:OUT: nrt_close()"));
     }
 
-    /// Unloads every model still loaded (`kmgr_unload_all_nns`). The model registry arrives
-    /// with the registry capability; until then a runtime holds no models, so there is nothing
-    /// to unload.
+    /// Without the `alloc` feature there is no model registry, so nothing to unload.
+    #[cfg(not(feature = "alloc"))]
     fn unload_all_models(&self) {}
 
     fn with_session<R>(&self, f: impl FnOnce(&Session) -> R) -> Result<R> {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
+use nrt_core::reader::{HeavyBarrier, ReaderId};
 use nrt_core::{Host, Level};
 
 use crate::{fork, sys, time};
@@ -92,6 +93,59 @@ impl Host for StdHost {
     fn fork_generation(&self) -> u32 {
         fork::fork_generation()
     }
+
+    /// Sleeps 1 ms, as libnrt does between checks of a draining model.
+    fn relax(&self) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+
+    fn reader_id(&self) -> ReaderId {
+        reader_id()
+    }
+
+    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
+        heavy_barrier()
+    }
+}
+
+/// The process-wide barrier for the registry's unload side: Linux
+/// `membarrier(PRIVATE_EXPEDITED)`, registered once per process; `None` where the kernel does
+/// not offer it (readers then use a SeqCst fence).
+pub fn heavy_barrier() -> Option<HeavyBarrier> {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *REGISTERED.get_or_init(sys::membarrier_register) {
+        // SAFETY: after a successful registration, `membarrier(PRIVATE_EXPEDITED)` makes every
+        // running thread of the process execute a full barrier before returning (and aborts the
+        // process rather than return having failed).
+        Some(unsafe { HeavyBarrier::new(sys::membarrier) })
+    } else {
+        None
+    }
+}
+
+/// The calling thread's registry reader id: each thread gets its own index from a process
+/// counter the first time it asks, and indices are never reused, so the first
+/// [`EXCLUSIVE_ROWS`](nrt_core::reader::EXCLUSIVE_ROWS) threads of the process count their
+/// model references without atomic read-modify-writes; later threads share rows.
+pub fn reader_id() -> ReaderId {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    let index = INDEX.with(|s| {
+        let v = s.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT.fetch_add(1, Ordering::Relaxed);
+        s.set(v);
+        v
+    });
+    // SAFETY: `index` comes from a process-wide counter that is never decremented, and each
+    // thread keeps the one it drew: no two threads ever hold the same index.
+    unsafe { ReaderId::exclusive(index) }
 }
 
 /// A test host: records every log record and simulates forks instead of tracking real ones.
@@ -102,6 +156,7 @@ pub struct CapturingHost {
     registrations: AtomicU32,
     /// Error number `register_fork_handlers` returns; 0 = succeed.
     registration_error: AtomicI32,
+    relaxations: AtomicU32,
 }
 
 impl CapturingHost {
@@ -153,6 +208,11 @@ impl CapturingHost {
             .store(ret.unwrap_or(0), Ordering::SeqCst);
     }
 
+    /// How many times the runtime relaxed while waiting (e.g. for an unload to drain).
+    pub fn relaxations(&self) -> u32 {
+        self.relaxations.load(Ordering::SeqCst)
+    }
+
     /// How many times `register_fork_handlers` was called (successfully or not).
     pub fn fork_registrations(&self) -> u32 {
         self.registrations.load(Ordering::SeqCst)
@@ -178,6 +238,16 @@ impl Host for CapturingHost {
 
     fn fork_generation(&self) -> u32 {
         self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Yields the thread and counts the call ([`CapturingHost::relaxations`]).
+    fn relax(&self) {
+        self.relaxations.fetch_add(1, Ordering::SeqCst);
+        std::thread::yield_now();
+    }
+
+    fn reader_id(&self) -> ReaderId {
+        reader_id()
     }
 }
 

@@ -14,7 +14,8 @@
 //! - [`coredump::CoreDumper`]: the core-dump forwarder, which expands the dump path templates and
 //!   runs the external `neuron-dump` helper.
 //!
-//! All `unsafe` code (the libc calls) lives in one private module.
+//! `unsafe` code is limited to the libc calls of one private module (`sys`) and the promise
+//! behind [`reader_id`] (each thread its own registry reader row).
 
 mod env;
 mod fork;
@@ -27,5 +28,5 @@ pub mod coredump;
 pub use coredump::CoreDumper;
 pub use env::EnvVars;
 pub use fork::{fork_generation, register_fork_handlers};
-pub use host::{CapturingHost, StdHost};
+pub use host::{CapturingHost, StdHost, heavy_barrier, reader_id};
 pub use time::{dump_datetime, log_timestamp};

@@ -12,6 +12,35 @@ pub(crate) fn pthread_atfork_child(child: unsafe extern "C" fn()) -> i32 {
     unsafe { libc::pthread_atfork(None, None, Some(child)) }
 }
 
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// Registers the process for `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`; `true` on success.
+pub(crate) fn membarrier_register() -> bool {
+    // SAFETY: `membarrier` takes integer arguments only and touches no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0,
+            0,
+        )
+    };
+    r == 0
+}
+
+/// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`: every running thread of the process executes
+/// a full memory barrier before this returns. Only called after a successful
+/// [`membarrier_register`], after which the kernel documents no failure; if it did fail anyway
+/// the registry's protocol would be unsound, so the process aborts rather than continue.
+pub(crate) fn membarrier() {
+    // SAFETY: as in `membarrier_register`.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+    if r != 0 {
+        std::process::abort();
+    }
+}
+
 /// Whether `path` passes `access(path, X_OK)`.
 pub(crate) fn access_executable(path: &Path) -> bool {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {

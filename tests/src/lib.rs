@@ -8,6 +8,8 @@ use std::sync::Arc;
 use nrt_core::driver::FaultInjector;
 use nrt_core::{Error, FrameworkType, Host, NrtStatus, Runtime};
 use nrt_host::CapturingHost;
+
+pub mod models;
 use nrt_sim::{SimDriver, SimMachine};
 
 /// The runtime most tests use: a fault injector over a simulated driver, and a [`TestHost`].

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 
 use nrt_core::driver::{
     CompatRange, CoreInitParams, DeviceInfo, Driver, DriverCall, DriverVersion, HwRevision,
-    ReserveError, ReserveRequest, SoftIncompatCallback,
+    ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
 };
 use nrt_core::lnc::CoreBitmap;
 use nrt_core::{FrameworkType, InitState, Level, NrtStatus, Runtime};
@@ -210,6 +210,12 @@ impl Driver for ParkingDriver {
         self.entered.send(()).unwrap();
         self.release.lock().unwrap().recv().unwrap();
         self.inner.shutdown_cores(p)
+    }
+    fn stop_model(&self, m: StagedModel) -> Result<(), Self::Error> {
+        self.inner.stop_model(m)
+    }
+    fn unstage_model(&self, m: StagedModel) -> Result<(), Self::Error> {
+        self.inner.unstage_model(m)
     }
 }
 

@@ -22,6 +22,8 @@
 //! #   fn init_cores(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
 //! #   fn start_exec_ready(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
 //! #   fn shutdown_cores(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
+//! #   fn stop_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
+//! #   fn unstage_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
 //! # }
 //! let driver = FaultInjector::new(D);
 //! driver.fail_next(DriverCall::Discover);
@@ -34,7 +36,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::{
     CompatRange, CoreInitParams, DeviceInfo, Driver, DriverError, DriverVersion, ErrorKind,
-    HwRevision, ReserveError, ReserveRequest, SoftIncompatCallback,
+    HwRevision, ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
 };
 use crate::lnc::CoreBitmap;
 
@@ -62,11 +64,15 @@ pub enum DriverCall {
     StartExecReady,
     /// [`Driver::shutdown_cores`].
     ShutdownCores,
+    /// [`Driver::stop_model`].
+    StopModel,
+    /// [`Driver::unstage_model`].
+    UnstageModel,
 }
 
 impl DriverCall {
-    /// Every call, in the order `init` first makes them.
-    pub const ALL: [DriverCall; 10] = [
+    /// Every call, in the order `init` first makes them, then `unload`'s.
+    pub const ALL: [DriverCall; 12] = [
         DriverCall::RegisterSoftIncompatCallback,
         DriverCall::Discover,
         DriverCall::OverrideHwRevision,
@@ -77,6 +83,8 @@ impl DriverCall {
         DriverCall::StartExecReady,
         DriverCall::ShutdownCores,
         DriverCall::ReleaseCores,
+        DriverCall::StopModel,
+        DriverCall::UnstageModel,
     ];
 
     const fn index(self) -> usize {
@@ -84,7 +92,7 @@ impl DriverCall {
     }
 }
 
-const CALLS: usize = 10;
+const CALLS: usize = 12;
 
 /// The error a [`FaultInjector`] returns: an injected fault or the inner driver's error.
 #[derive(Debug)]
@@ -278,5 +286,15 @@ impl<D: Driver> Driver for FaultInjector<D> {
     fn shutdown_cores(&self, params: &CoreInitParams) -> Result<(), Self::Error> {
         self.guard(DriverCall::ShutdownCores)?;
         self.inner.shutdown_cores(params).map_err(FaultError::Inner)
+    }
+
+    fn stop_model(&self, model: StagedModel) -> Result<(), Self::Error> {
+        self.guard(DriverCall::StopModel)?;
+        self.inner.stop_model(model).map_err(FaultError::Inner)
+    }
+
+    fn unstage_model(&self, model: StagedModel) -> Result<(), Self::Error> {
+        self.guard(DriverCall::UnstageModel)?;
+        self.inner.unstage_model(model).map_err(FaultError::Inner)
     }
 }

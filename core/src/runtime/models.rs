@@ -1,0 +1,210 @@
+//! The model registry facade of the runtime (spec 000 §1, §4, §5): register, resolve, unload,
+//! and the I/O tensor metadata accessors. Every accessor brackets its work in resolve/release:
+//! it holds a [`ModelRef`] for exactly as long as it reads the model.
+
+use alloc::vec::Vec;
+
+use super::Runtime;
+use crate::driver::Driver;
+use crate::error::{Error, Result};
+use crate::fmt::Level;
+use crate::host::Host;
+use crate::model::{MODEL_STATE_READY, Model, TensorInfo, TensorUsage};
+use crate::registry::{Handle, InsertError, Ref};
+use crate::status::NrtStatus;
+
+/// A model handle: the registry slot and the model's id. The id is unique within a runtime
+/// (monotone, never reused), so a stale or forged handle never resolves.
+pub type ModelHandle = Handle;
+
+/// A held reference to a loaded model; dropping it releases the reference.
+pub type ModelRef<'a> = Ref<'a, Model>;
+
+impl<D: Driver, H: Host> Runtime<D, H> {
+    fn miss(&self, h: ModelHandle) -> Error {
+        self.fail(err!(InvalidHandle, "Failed to find model: {}", h.id()))
+    }
+
+    /// Takes a reference to a model without the state guard (for `close`'s sweep).
+    fn resolve_unguarded(&self, h: ModelHandle) -> Result<ModelRef<'_>> {
+        self.models
+            .resolve(h, self.host.reader_id())
+            .ok_or_else(|| self.miss(h))
+    }
+
+    /// Takes a reference to the model of `h` (guarded). A miss is `NRT_INVALID_HANDLE`,
+    /// "Failed to find model: %u".
+    pub fn model(&self, h: ModelHandle) -> Result<ModelRef<'_>> {
+        self.guard()?;
+        self.resolve_unguarded(h)
+    }
+
+    /// Publishes a loaded model under a fresh id: the load pipeline's last step. Fails with
+    /// `NRT_RESOURCE` when the registry is full (capacity [`super::RuntimeOptions::max_models`])
+    /// or the id space is used up; nothing is allocated here.
+    pub fn register_model(&self, model: Model) -> Result<ModelHandle> {
+        self.guard()?;
+        self.models.insert(model).map_err(|e| {
+            self.fail(match e {
+                InsertError::Full => err!(
+                    Resource,
+                    "Too many models loaded: the registry holds {} models",
+                    self.models.capacity()
+                ),
+                InsertError::IdsExhausted => err!(Resource, "Model ids exhausted"),
+            })
+        })
+    }
+
+    /// Handles of every loaded model (a snapshot; guarded).
+    pub fn loaded_models(&self) -> Result<Vec<ModelHandle>> {
+        self.guard()?;
+        Ok(self.models.live_handles())
+    }
+
+    /// `nrt_unload`: erase-then-drain. Probe the handle; the model must be READY (4); erase it
+    /// so no new reference can be taken; wait — without a timeout — until every reference taken
+    /// before the erase is released; stop it on its engine; unstage it; free the record.
+    pub fn unload(&self, h: ModelHandle) -> Result<()> {
+        self.guard()?;
+        self.unload_model(h, false)
+    }
+
+    /// The unload state machine (`kmgr_unload_nn`). `sweep` (from `close`) unloads a model in
+    /// any state instead of refusing it, so no model outlives the runtime.
+    fn unload_model(&self, h: ModelHandle, sweep: bool) -> Result<()> {
+        let id = h.id();
+        self.log(Level::Debug, format_args!("Unloading {id}"));
+        let probe = self.resolve_unguarded(h)?;
+        if probe.references() > 1 {
+            self.log(
+                Level::Warning,
+                format_args!(
+                    "Execution requests on model {id} have not been drained before unloading"
+                ),
+            );
+        }
+        let state = probe.state();
+        if state != MODEL_STATE_READY {
+            if !sweep {
+                return Err(self.fail(err!(
+                    Invalid,
+                    "DLR {id} state {state}, must be stopped before unloading"
+                )));
+            }
+            self.log(
+                Level::Warning,
+                format_args!("DLR {id} state {state}, unloading it anyway at close"),
+            );
+        }
+        // Erase: from here new resolutions miss.
+        let erased = probe.erase().map_err(|_| self.miss(h))?;
+        // Drain, unlocked and without a timeout; never free early.
+        let warn_every = self.options.unload_warn_every.max(1);
+        let drained = erased.wait(|n| {
+            if n % warn_every == 0 {
+                self.log(
+                    Level::Warning,
+                    format_args!("still waiting for model[{id}] ref count 0"),
+                );
+            }
+            self.host.relax();
+        });
+        // Exclusive from here: stop on the engine, unstage, free.
+        let model = drained.take();
+        let mut result = Ok(());
+        if let Some(staged) = model.staged() {
+            if let Err(e) = self.driver.stop_model(staged) {
+                self.log(Level::Error, format_args!("Failed to stop model {id}: {e}"));
+            }
+            if let Err(e) = self.driver.unstage_model(staged) {
+                result = Err(self.fail(Error::new(
+                    crate::driver::DriverError::status(&e),
+                    format_args!("Failed to unstage model: {id} ({e})"),
+                )));
+            }
+        }
+        drop(model);
+        if result.is_ok() {
+            self.log(Level::Info, format_args!("Unloaded NN: {id}"));
+        }
+        result
+    }
+
+    /// `kmgr_unload_all_nns` for `close`: snapshot the ids and unload each, until none is left.
+    pub(super) fn unload_all_models(&self) {
+        // Each pass empties the snapshot; a model registered concurrently with close (its
+        // caller passed the guard just before CLOSED) is caught by the next pass.
+        for _ in 0..=self.models.capacity() {
+            let handles = self.models.live_handles();
+            if handles.is_empty() {
+                return;
+            }
+            for h in handles {
+                if let Err(e) = self.unload_model(h, true) {
+                    if e.status() != NrtStatus::InvalidHandle {
+                        self.log(Level::Error, format_args!("close: {}", e.message()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// `kmgr_get_io_tensor_count`: (inputs, outputs).
+    pub fn io_tensor_count(&self, h: ModelHandle) -> Result<(u32, u32)> {
+        let m = self.model(h)?;
+        let io = m.io();
+        Ok((
+            io.tensors(TensorUsage::Input).len() as u32,
+            io.tensors(TensorUsage::Output).len() as u32,
+        ))
+    }
+
+    /// `kmgr_get_ifmap_count`: the number of inputs.
+    pub fn input_count(&self, h: ModelHandle) -> Result<u32> {
+        let m = self.model(h)?;
+        Ok(m.io().tensors(TensorUsage::Input).len() as u32)
+    }
+
+    /// `kmgr_get_io_tensor_info`: the `index`-th input or output, in name order.
+    pub fn io_tensor_info(
+        &self,
+        h: ModelHandle,
+        usage: TensorUsage,
+        index: u32,
+    ) -> Result<TensorInfo> {
+        let m = self.model(h)?;
+        let side = m.io().tensors(usage);
+        match side.get(index as usize) {
+            Some(t) => Ok(t.clone()),
+            None => Err(self.fail(err!(
+                Invalid,
+                "Tensor index {index} out of range: model {} has {} {} tensor(s)",
+                h.id(),
+                side.len(),
+                usage.as_str()
+            ))),
+        }
+    }
+
+    /// Every input then every output, each in name order (what `nrt_get_model_tensor_info`
+    /// returns).
+    pub fn model_tensor_info(&self, h: ModelHandle) -> Result<Vec<(TensorUsage, TensorInfo)>> {
+        let m = self.model(h)?;
+        let io = m.io();
+        Ok([TensorUsage::Input, TensorUsage::Output]
+            .into_iter()
+            .flat_map(|u| io.tensors(u).iter().map(move |t| (u, t.clone())))
+            .collect())
+    }
+
+    /// `kmgr_is_valid_ifmap`: whether the model has an input called `name`. A missing name
+    /// (`None`, a NULL from C) is `NRT_INVALID`, not a crash.
+    pub fn is_valid_input_name(&self, h: ModelHandle, name: Option<&str>) -> Result<bool> {
+        let m = self.model(h)?;
+        let Some(name) = name else {
+            return Err(self.fail(err!(Invalid, "Input tensor name is NULL")));
+        };
+        Ok(m.io().input(name).is_some())
+    }
+}

@@ -1,0 +1,59 @@
+//! Every synchronisation primitive the lock-free parts of the crate use, imported from here so
+//! that `--cfg loom` swaps in loom's model-checked versions (the tokio habit).
+
+#[cfg(loom)]
+pub(crate) use core::sync::atomic::compiler_fence;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU32, Ordering, fence};
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicU32, Ordering, compiler_fence, fence};
+
+/// Tells the scheduler (or loom) that this thread is waiting for another one.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// An `UnsafeCell` with loom's closure-based API, so accesses are tracked under loom.
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(loom::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Self(loom::cell::UnsafeCell::new(v))
+    }
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        self.0.with(f)
+    }
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        self.0.with_mut(f)
+    }
+}
+
+/// An `UnsafeCell` with loom's closure-based API, so accesses are tracked under loom.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(v: T) -> Self {
+        Self(core::cell::UnsafeCell::new(v))
+    }
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
