@@ -54,6 +54,8 @@ pub mod host;
 pub mod lnc;
 #[cfg(feature = "alloc")]
 pub mod model;
+#[cfg(feature = "alloc")]
+pub mod neff;
 pub mod reader;
 #[cfg(feature = "alloc")]
 pub mod registry;

@@ -226,3 +226,19 @@ impl Model {
         self.staged
     }
 }
+
+impl IoTable {
+    /// The I/O table of a parsed NEFF.
+    pub fn from_neff(neff: &crate::neff::Neff) -> Result<Self> {
+        let info = |t: &crate::neff::NeffTensor| TensorInfo {
+            name: t.name.clone(),
+            size: t.size,
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+        };
+        Self::new(
+            neff.tensors_of(TensorUsage::Input).map(info).collect(),
+            neff.tensors_of(TensorUsage::Output).map(info).collect(),
+        )
+    }
+}

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, RwLock, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nrt_core::registry::{Handle, Registry};
 use nrt_core::{FrameworkType, Runtime};
@@ -314,12 +314,11 @@ fn main() {
         .map(|n| n.get())
         .unwrap_or(1);
     let doc = format!(
-        "# Performance\n\n\
+        "## Model registry: resolve + release\n\n\
          Figures written by `cargo bench -p nrt-tests --bench registry` (release build), on {cpu}, \
          {cores} hardware threads. Each cell is the median of {reps} runs of {iters} operations per \
          thread; ns/op is wall time divided by all operations of all threads (aggregate), so for \
          two threads a speed-up is a ratio of aggregate throughput.\n\n\
-         ## Model registry: resolve + release\n\n\
          One operation takes a reference to a loaded model and releases it. The **baseline** is \
          the libnrt design measured in the same run: `std::sync::RwLock<HashMap<u32, \
          Arc<Model>>>`, read lock, hash lookup, atomic refcount increment under the lock, unlock, \
@@ -342,8 +341,6 @@ fn main() {
             / 256,
         rows = row_count,
     );
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/PERFORMANCE.md");
-    std::fs::write(path, doc).unwrap();
-    println!("wrote {path}");
-    let _ = Duration::ZERO;
+    let path = nrt_tests::write_performance_section("registry", &doc).unwrap();
+    println!("wrote {}", path.display());
 }

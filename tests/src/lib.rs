@@ -56,3 +56,21 @@ pub fn assert_err_prefix<T: fmt::Debug>(r: Result<T, Error>, status: NrtStatus, 
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// Replaces the section `name` of `docs/PERFORMANCE.md` (between `<!-- name:begin -->` and
+/// `<!-- name:end -->`), appending it if absent, so each benchmark owns its own figures.
+pub fn write_performance_section(name: &str, content: &str) -> std::io::Result<std::path::PathBuf> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/PERFORMANCE.md");
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# Performance\n\nFigures written by the benchmarks named in each section.\n".to_string()
+    });
+    let begin = format!("<!-- {name}:begin -->");
+    let end = format!("<!-- {name}:end -->");
+    let section = format!("{begin}\n{}\n{end}", content.trim_end());
+    let new = match (doc.find(&begin), doc.find(&end)) {
+        (Some(b), Some(e)) if e > b => format!("{}{}{}", &doc[..b], section, &doc[e + end.len()..]),
+        _ => format!("{}\n{}\n", doc.trim_end(), section),
+    };
+    std::fs::write(&path, new)?;
+    Ok(path)
+}
