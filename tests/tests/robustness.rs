@@ -158,3 +158,69 @@ fn init_with_random_environments_ends_in_init_or_start() {
         );
     }
 }
+
+#[test]
+fn neff_parser_never_panics_on_mutated_files() {
+    use nrt_core::model::{Dtype, TensorUsage};
+    use nrt_core::neff::{self, NeffSpec, NeffTensor, ParseOptions, SubgraphSpec};
+    let spec = |gzip| NeffSpec {
+        name: "m".into(),
+        uuid: [3; 16],
+        version: (2, 0),
+        feature_bits: 0,
+        lnc_size: 1,
+        num_tpb: 1,
+        gzip,
+        subgraphs: vec![SubgraphSpec {
+            name: "sg00".into(),
+            members: vec![("nrt-sim.prog".into(), vec![1, 2, 3])],
+        }],
+        tensors: vec![NeffTensor {
+            name: "x".into(),
+            usage: TensorUsage::Input,
+            size: 8,
+            dtype: Dtype::Float32,
+            shape: vec![2],
+            var_id: 1,
+        }],
+    };
+    let fixture = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/neff/matmul_small.neff"
+    ))
+    .unwrap();
+    let seeds = [
+        neff::write(&spec(true)).unwrap(),
+        neff::write(&spec(false)).unwrap(),
+        fixture,
+    ];
+    let mut rng = Rng(0xDEAD_BEEF);
+    for i in 0..3_000 {
+        let mut b = seeds[i % seeds.len()].clone();
+        let payload = b.len() - 1024;
+        for _ in 0..1 + rng.below(4) {
+            // Mostly the plain-tar payload and the header, where JSON and tar parsing are reached.
+            let at = match rng.below(3) {
+                0 => rng.below(64) as usize,
+                _ => 1024 + rng.below(payload as u64) as usize,
+            };
+            b[at] = rng.next() as u8;
+        }
+        if rng.below(10) == 0 {
+            let cut = 1024 + rng.below(payload as u64) as usize;
+            b.truncate(cut);
+            let len = (b.len() - 1024) as u64;
+            b[16..24].copy_from_slice(&len.to_le_bytes());
+        }
+        match neff::parse(&b, &ParseOptions::default()) {
+            Ok(n) => assert!(!n.tensors.is_empty()),
+            Err(e) => assert!(
+                matches!(
+                    e.status(),
+                    NrtStatus::Invalid | NrtStatus::UnsupportedNeffVersion
+                ),
+                "{e:?}"
+            ),
+        }
+    }
+}
