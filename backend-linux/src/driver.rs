@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nrt_core::driver::{
-    Arch, CompatRange, CoreInitParams, DeviceInfo, Driver, DriverVersion, HwRevision, Platform,
-    ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
+    Arch, CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverVersion,
+    ExecRequest, HwRevision, Platform, ReserveError, ReserveRequest, SoftIncompatCallback,
+    StagedModel, SubgraphImage,
 };
 use nrt_core::lnc::{CoreBitmap, MAX_CORES};
 
@@ -595,5 +596,52 @@ impl Driver for LinuxDriver {
     /// As [`Driver::stop_model`]: nothing can have been staged.
     fn unstage_model(&self, _model: StagedModel) -> Result<(), LinuxError> {
         Err(LinuxError::unsupported("unstage_model"))
+    }
+
+    /// Staging (device memory, rings, relocation) is not implemented for the Linux backend yet.
+    fn stage_subgraph(&self, _image: &SubgraphImage<'_>) -> Result<StagedModel, LinuxError> {
+        Err(LinuxError::unsupported("stage_subgraph"))
+    }
+
+    /// Device memory (`MEM_ALLOC_V2MT64`) is not implemented for the Linux backend yet.
+    fn alloc_device(&self, _device: u32, _size: u64) -> Result<DeviceBuffer, LinuxError> {
+        Err(LinuxError::unsupported("alloc_device"))
+    }
+
+    /// As [`Driver::alloc_device`].
+    fn free_device(&self, _buffer: DeviceBuffer) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("free_device"))
+    }
+
+    /// As [`Driver::alloc_device`].
+    fn write_device(&self, _b: DeviceBuffer, _o: u64, _d: &[u8]) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("write_device"))
+    }
+
+    /// As [`Driver::alloc_device`].
+    fn read_device(&self, _b: DeviceBuffer, _o: u64, _d: &mut [u8]) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("read_device"))
+    }
+
+    /// As [`Driver::alloc_device`].
+    fn copy_device(
+        &self,
+        _src: DeviceBuffer,
+        _so: u64,
+        _dst: DeviceBuffer,
+        _do: u64,
+        _len: u64,
+    ) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("copy_device"))
+    }
+
+    /// As [`Driver::alloc_device`].
+    fn memset_device(&self, _b: DeviceBuffer, _o: u64, _v: u8, _l: u64) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("memset_device"))
+    }
+
+    /// Submission (doorbell, notification queues) is not implemented for the Linux backend yet.
+    fn execute(&self, _request: &ExecRequest<'_>) -> Result<(), LinuxError> {
+        Err(LinuxError::unsupported("execute"))
     }
 }

@@ -22,14 +22,17 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod hbm;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nrt_core::driver::{
-    Arch, CompatRange, CoreInitParams, DeviceInfo, Driver, DriverError, DriverVersion, ErrorKind,
-    HwRevision, Platform, ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
+    Arch, CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverError,
+    DriverVersion, ErrorKind, ExecRequest, HwRevision, Platform, ReserveError, ReserveRequest,
+    SoftIncompatCallback, StagedModel, SubgraphImage,
 };
 use nrt_core::lnc::{CoreBitmap, MAX_CORES};
 
@@ -189,14 +192,18 @@ pub struct CoreState {
 }
 
 /// A model staged on a simulated core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StagedState {
     /// The driver handle that staged it.
     pub owner: u64,
     /// Absolute logical core.
     pub vnc: u32,
+    /// Absolute physical core.
+    pub pcore: u32,
     /// Stopped on its engine (ready to be unstaged).
     pub stopped: bool,
+    /// The simulator program; `None` for a compiler NEFF (plumbing mode).
+    pub program: Option<Arc<[u8]>>,
 }
 
 /// A simulated machine: devices, cores, the reservation table and the staged models, shared
@@ -206,6 +213,9 @@ pub struct SimMachine {
     config: SimConfig,
     cores: Mutex<Vec<CoreState>>,
     staged: Mutex<BTreeMap<u64, StagedState>>,
+    /// Per device: its HBM, and which driver handle owns each allocation.
+    hbm: Vec<Mutex<(hbm::DeviceHbm, BTreeMap<u64, u64>)>>,
+    executions: AtomicU64,
     next_owner: AtomicU64,
     next_model: AtomicU64,
 }
@@ -218,6 +228,15 @@ impl SimMachine {
             config,
             cores: Mutex::new(vec![CoreState::default(); n]),
             staged: Mutex::new(BTreeMap::new()),
+            hbm: (0..config.device_count.min(64))
+                .map(|_| {
+                    Mutex::new((
+                        hbm::DeviceHbm::new(config.instance.hbm_bytes_per_device()),
+                        BTreeMap::new(),
+                    ))
+                })
+                .collect(),
+            executions: AtomicU64::new(0),
             next_owner: AtomicU64::new(1),
             next_model: AtomicU64::new(1),
         })
@@ -235,6 +254,29 @@ impl SimMachine {
 
     fn staged_table(&self) -> MutexGuard<'_, BTreeMap<u64, StagedState>> {
         self.staged.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Device memory allocated on device `device`, in bytes (whole pages).
+    pub fn device_bytes_allocated(&self, device: u32) -> u64 {
+        self.device(device).map_or(0, |d| d.0.allocated())
+    }
+
+    /// Device memory allocated over all devices, in bytes.
+    pub fn total_device_bytes_allocated(&self) -> u64 {
+        (0..self.hbm.len() as u32)
+            .map(|d| self.device_bytes_allocated(d))
+            .sum()
+    }
+
+    /// Executions run so far.
+    pub fn executions(&self) -> u64 {
+        self.executions.load(Ordering::Relaxed)
+    }
+
+    fn device(&self, device: u32) -> Option<MutexGuard<'_, (hbm::DeviceHbm, BTreeMap<u64, u64>)>> {
+        self.hbm
+            .get(device as usize)
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The models staged on the machine, by backend handle.
@@ -309,30 +351,6 @@ impl SimDriver {
         b
     }
 
-    /// Stages an (empty) model on absolute logical core `vnc`: the device-side record the load
-    /// pipeline creates, here without a program. Staging proper (programs carried in NEFFs)
-    /// arrives with the load capability.
-    pub fn stage_model(&self, vnc: u32) -> Result<StagedModel, SimError> {
-        let c = &self.machine.config;
-        let lnc_size = c.instance.arch().default_lnc_size();
-        if vnc.saturating_mul(lnc_size) >= c.total_cores() {
-            return Err(SimError::new(
-                ErrorKind::InvalidArgument,
-                "no such logical core",
-            ));
-        }
-        let handle = self.machine.next_model.fetch_add(1, Ordering::Relaxed);
-        self.machine.staged_table().insert(
-            handle,
-            StagedState {
-                owner: self.owner,
-                vnc,
-                stopped: false,
-            },
-        );
-        Ok(StagedModel { vnc, handle })
-    }
-
     fn emulation(&self) -> Result<DriverEmulation, SimError> {
         self.machine.config.emulate_driver.ok_or(SimError::new(
             ErrorKind::Unsupported,
@@ -386,6 +404,20 @@ impl Drop for SimDriver {
         self.machine
             .staged_table()
             .retain(|_, m| m.owner != self.owner);
+        for d in 0..self.machine.hbm.len() as u32 {
+            if let Some(mut dev) = self.machine.device(d) {
+                let (hbm, owners) = &mut *dev;
+                let mine: Vec<u64> = owners
+                    .iter()
+                    .filter(|(_, o)| **o == self.owner)
+                    .map(|(a, _)| *a)
+                    .collect();
+                for a in mine {
+                    owners.remove(&a);
+                    let _ = hbm.free(a);
+                }
+            }
+        }
         for c in self.machine.lock().iter_mut() {
             self.free_if_owned(c);
         }
@@ -551,5 +583,169 @@ impl Driver for SimDriver {
                 "no such staged model",
             )),
         }
+    }
+
+    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, SimError> {
+        if image.pcore >= self.machine.config.total_cores() {
+            return Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "no such physical core",
+            ));
+        }
+        let handle = self.machine.next_model.fetch_add(1, Ordering::Relaxed);
+        self.machine.staged_table().insert(
+            handle,
+            StagedState {
+                owner: self.owner,
+                vnc: image.vnc,
+                pcore: image.pcore,
+                stopped: false,
+                program: image.program.map(Arc::from),
+            },
+        );
+        Ok(StagedModel {
+            vnc: image.vnc,
+            handle,
+            plumbing: image.program.is_none(),
+        })
+    }
+
+    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, SimError> {
+        let mut dev = self
+            .machine
+            .device(device)
+            .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
+        let (hbm, owners) = &mut *dev;
+        let addr = hbm
+            .alloc(size)
+            .map_err(|_| SimError::new(ErrorKind::OutOfMemory, "device memory exhausted"))?;
+        owners.insert(addr, self.owner);
+        Ok(DeviceBuffer { device, addr, size })
+    }
+
+    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), SimError> {
+        let mut dev = self.own_buffer(buffer)?;
+        let (hbm, owners) = &mut *dev;
+        owners.remove(&buffer.addr);
+        hbm.free(buffer.addr)
+            .map_err(|_| SimError::new(ErrorKind::InvalidArgument, "not allocated"))
+    }
+
+    fn write_device(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<(), SimError> {
+        let mut dev = self.own_buffer(b)?;
+        let addr = range(b, offset, data.len() as u64)?;
+        dev.0.write(addr, data).map_err(|_| out_of_range())
+    }
+
+    fn read_device(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<(), SimError> {
+        let dev = self.own_buffer(b)?;
+        let addr = range(b, offset, out.len() as u64)?;
+        dev.0.read(addr, out).map_err(|_| out_of_range())
+    }
+
+    fn copy_device(
+        &self,
+        src: DeviceBuffer,
+        src_offset: u64,
+        dst: DeviceBuffer,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        let from = range(src, src_offset, len)?;
+        let to = range(dst, dst_offset, len)?;
+        // Chunked through a bounce buffer so buffers on different devices work too.
+        let mut chunk = [0u8; 4096];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(chunk.len() as u64) as usize;
+            let buf = chunk.get_mut(..n).unwrap_or(&mut []);
+            self.own_buffer(src)?
+                .0
+                .read(from + done, buf)
+                .map_err(|_| out_of_range())?;
+            self.own_buffer(dst)?
+                .0
+                .write(to + done, buf)
+                .map_err(|_| out_of_range())?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    fn memset_device(
+        &self,
+        b: DeviceBuffer,
+        offset: u64,
+        value: u8,
+        len: u64,
+    ) -> Result<(), SimError> {
+        let mut dev = self.own_buffer(b)?;
+        let addr = range(b, offset, len)?;
+        dev.0.memset(addr, value, len).map_err(|_| out_of_range())
+    }
+
+    fn execute(&self, request: &ExecRequest<'_>) -> Result<(), SimError> {
+        {
+            let table = self.machine.staged_table();
+            for s in request.subgraphs {
+                match table.get(&s.handle) {
+                    Some(m) if m.owner == self.owner && !m.stopped => {
+                        if m.program.is_some() {
+                            return Err(SimError::new(
+                                ErrorKind::Unsupported,
+                                "simulator programs are not executable yet",
+                            ));
+                        }
+                    }
+                    _ => {
+                        return Err(SimError::new(
+                            ErrorKind::InvalidArgument,
+                            "model not staged",
+                        ));
+                    }
+                }
+            }
+        }
+        // Plumbing mode (no program): outputs are zero-filled, inputs are not read.
+        for o in request.outputs {
+            self.memset_device(o.buffer, o.offset, 0, o.size)?;
+        }
+        self.machine.executions.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn out_of_range() -> SimError {
+    SimError::new(
+        ErrorKind::InvalidArgument,
+        "device memory access out of range",
+    )
+}
+
+/// The device address of `[offset, offset + len)` of `b`, checked against the buffer.
+fn range(b: DeviceBuffer, offset: u64, len: u64) -> Result<u64, SimError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= b.size => Ok(b.addr + offset),
+        _ => Err(out_of_range()),
+    }
+}
+
+impl SimDriver {
+    /// The device of `b`, locked, if `b` is an allocation of this handle.
+    fn own_buffer(
+        &self,
+        b: DeviceBuffer,
+    ) -> Result<MutexGuard<'_, (hbm::DeviceHbm, BTreeMap<u64, u64>)>, SimError> {
+        let dev = self
+            .machine
+            .device(b.device)
+            .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
+        if dev.1.get(&b.addr) != Some(&self.owner) {
+            return Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "not an allocation of this process",
+            ));
+        }
+        Ok(dev)
     }
 }

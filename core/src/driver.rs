@@ -174,6 +174,65 @@ pub struct StagedModel {
     pub vnc: u32,
     /// The backend's handle for it.
     pub handle: u64,
+    /// The backend runs it without computing anything (a simulator given a compiler NEFF,
+    /// which carries no simulator program): executions zero-fill the outputs.
+    pub plumbing: bool,
+}
+
+/// A device memory allocation in the HBM of one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DeviceBuffer {
+    /// Device (chip) index.
+    pub device: u32,
+    /// Device address.
+    pub addr: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// One subgraph of a model to stage on one physical core of a logical core.
+#[derive(Clone, Copy, Debug)]
+pub struct SubgraphImage<'a> {
+    /// Absolute logical core.
+    pub vnc: u32,
+    /// Index of the subgraph, which is also the physical core within the logical core.
+    pub index: u32,
+    /// Absolute physical core it runs on.
+    pub pcore: u32,
+    /// Subgraph name (`sg00`, ...).
+    pub name: &'a str,
+    /// The model's name, for diagnostics.
+    pub model: &'a str,
+    /// The simulator program carried by the NEFF, if any (compiler NEFFs have none).
+    pub program: Option<&'a [u8]>,
+}
+
+/// One tensor bound for an execution: the model variable `name` lives in `buffer` at
+/// `offset`, `size` bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Binding<'a> {
+    /// Model variable (I/O tensor) name.
+    pub name: &'a str,
+    /// Device memory holding it.
+    pub buffer: DeviceBuffer,
+    /// Offset in `buffer`.
+    pub offset: u64,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// One execution of a staged model.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecRequest<'a> {
+    /// The model's staged subgraphs (one per physical core).
+    pub subgraphs: &'a [StagedModel],
+    /// Input bindings.
+    pub inputs: &'a [Binding<'a>],
+    /// Output bindings.
+    pub outputs: &'a [Binding<'a>],
+    /// `NEURON_RT_EXEC_TIMEOUT` in seconds (of device time), `None` for the backend default.
+    pub timeout_secs: Option<u32>,
 }
 
 /// Portable classification of a backend error.
@@ -197,6 +256,10 @@ pub enum ErrorKind {
     Hardware,
     /// An I/O error talking to the driver.
     Io,
+    /// An execution did not complete within its timeout.
+    Timeout,
+    /// An execution completed with an error (hazard, bad descriptor, ...).
+    Execution,
     /// A fault injected by [`FaultInjector`].
     Injected,
     /// Anything else.
@@ -215,6 +278,8 @@ pub trait DriverError: fmt::Debug + fmt::Display {
             ErrorKind::Hardware => NrtStatus::HwError,
             ErrorKind::Busy => NrtStatus::ExecNcBusy,
             ErrorKind::InvalidArgument => NrtStatus::Invalid,
+            ErrorKind::Timeout => NrtStatus::Timeout,
+            ErrorKind::Execution => NrtStatus::ExecCompletedWithErr,
             _ => NrtStatus::Failure,
         }
     }
@@ -275,6 +340,55 @@ pub trait Driver {
 
     /// Removes a stopped model from the device and frees what staging allocated for it.
     fn unstage_model(&self, model: StagedModel) -> Result<(), Self::Error>;
+
+    /// Stages one subgraph of a model on its physical core (the per-core model build).
+    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, Self::Error>;
+
+    /// Allocates `size` bytes of the HBM of device `device` (out of memory:
+    /// [`ErrorKind::OutOfMemory`]).
+    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, Self::Error>;
+
+    /// Frees device memory.
+    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), Self::Error>;
+
+    /// Copies `data` into `buffer` at `offset`.
+    fn write_device(
+        &self,
+        buffer: DeviceBuffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), Self::Error>;
+
+    /// Copies `out.len()` bytes of `buffer` at `offset` into `out`.
+    fn read_device(
+        &self,
+        buffer: DeviceBuffer,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), Self::Error>;
+
+    /// Copies `len` bytes between device buffers.
+    fn copy_device(
+        &self,
+        src: DeviceBuffer,
+        src_offset: u64,
+        dst: DeviceBuffer,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<(), Self::Error>;
+
+    /// Sets `len` bytes of `buffer` at `offset` to `value`.
+    fn memset_device(
+        &self,
+        buffer: DeviceBuffer,
+        offset: u64,
+        value: u8,
+        len: u64,
+    ) -> Result<(), Self::Error>;
+
+    /// Runs one execution to completion (the submit-and-wait of the synchronous engine).
+    /// Must not allocate for a model whose program is empty.
+    fn execute(&self, request: &ExecRequest<'_>) -> Result<(), Self::Error>;
 }
 
 impl<T: Driver + ?Sized> Driver for &T {
@@ -317,6 +431,37 @@ impl<T: Driver + ?Sized> Driver for &T {
     }
     fn unstage_model(&self, model: StagedModel) -> Result<(), T::Error> {
         T::unstage_model(self, model)
+    }
+    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, T::Error> {
+        T::stage_subgraph(self, image)
+    }
+    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, T::Error> {
+        T::alloc_device(self, device, size)
+    }
+    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), T::Error> {
+        T::free_device(self, buffer)
+    }
+    fn write_device(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<(), T::Error> {
+        T::write_device(self, b, offset, data)
+    }
+    fn read_device(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<(), T::Error> {
+        T::read_device(self, b, offset, out)
+    }
+    fn copy_device(
+        &self,
+        src: DeviceBuffer,
+        so: u64,
+        dst: DeviceBuffer,
+        d: u64,
+        len: u64,
+    ) -> Result<(), T::Error> {
+        T::copy_device(self, src, so, dst, d, len)
+    }
+    fn memset_device(&self, b: DeviceBuffer, o: u64, v: u8, len: u64) -> Result<(), T::Error> {
+        T::memset_device(self, b, o, v, len)
+    }
+    fn execute(&self, request: &ExecRequest<'_>) -> Result<(), T::Error> {
+        T::execute(self, request)
     }
 }
 

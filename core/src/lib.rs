@@ -27,6 +27,14 @@
 //! #   fn shutdown_cores(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
 //! #   fn stop_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
 //! #   fn unstage_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
+//! #   fn stage_subgraph(&self, _: &SubgraphImage<'_>) -> Result<StagedModel, E> { Err(E) }
+//! #   fn alloc_device(&self, _: u32, _: u64) -> Result<DeviceBuffer, E> { Err(E) }
+//! #   fn free_device(&self, _: DeviceBuffer) -> Result<(), E> { Ok(()) }
+//! #   fn write_device(&self, _: DeviceBuffer, _: u64, _: &[u8]) -> Result<(), E> { Ok(()) }
+//! #   fn read_device(&self, _: DeviceBuffer, _: u64, _: &mut [u8]) -> Result<(), E> { Ok(()) }
+//! #   fn copy_device(&self, _: DeviceBuffer, _: u64, _: DeviceBuffer, _: u64, _: u64) -> Result<(), E> { Ok(()) }
+//! #   fn memset_device(&self, _: DeviceBuffer, _: u64, _: u8, _: u64) -> Result<(), E> { Ok(()) }
+//! #   fn execute(&self, _: &ExecRequest<'_>) -> Result<(), E> { Ok(()) }
 //! # }
 //! let rt = Runtime::new(Sim);
 //! assert_eq!(rt.guard().unwrap_err().status(), NrtStatus::Uninitialized);

@@ -180,13 +180,14 @@ pub struct Model {
     vnc: u32,
     state: AtomicU32,
     io: IoTable,
-    staged: Option<StagedModel>,
+    staged: Vec<StagedModel>,
 }
 
 impl Model {
     /// A model record in state READY on absolute logical core `vnc`. `staged` is what the
-    /// backend staged for it (`None` for a record with nothing on the device).
-    pub fn new(name: String, vnc: u32, io: IoTable, staged: Option<StagedModel>) -> Self {
+    /// backend staged for it, one entry per subgraph (empty for a record with nothing on the
+    /// device) — the bridge between the model and its per-core device records.
+    pub fn new(name: String, vnc: u32, io: IoTable, staged: Vec<StagedModel>) -> Self {
         Self {
             name,
             vnc,
@@ -221,9 +222,14 @@ impl Model {
         &self.io
     }
 
-    /// What the backend staged.
-    pub fn staged(&self) -> Option<StagedModel> {
-        self.staged
+    /// What the backend staged, one entry per subgraph.
+    pub fn staged(&self) -> &[StagedModel] {
+        &self.staged
+    }
+
+    /// Whether the backend runs this model in plumbing mode (no computation).
+    pub fn is_plumbing(&self) -> bool {
+        self.staged.iter().any(|s| s.plumbing)
     }
 }
 

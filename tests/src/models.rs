@@ -28,5 +28,5 @@ pub fn matmul_io() -> IoTable {
 
 /// A READY model called `name` on logical core `vnc` with the matmul I/O and nothing staged.
 pub fn model(name: &str, vnc: u32) -> Model {
-    Model::new(name.to_string(), vnc, matmul_io(), None)
+    Model::new(name.to_string(), vnc, matmul_io(), Vec::new())
 }

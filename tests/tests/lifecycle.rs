@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use nrt_core::driver::{
-    CompatRange, CoreInitParams, DeviceInfo, Driver, DriverCall, DriverVersion, HwRevision,
-    ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
+    CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverCall, DriverVersion,
+    ExecRequest, HwRevision, ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
+    SubgraphImage,
 };
 use nrt_core::lnc::CoreBitmap;
 use nrt_core::{FrameworkType, InitState, Level, NrtStatus, Runtime};
@@ -216,6 +217,37 @@ impl Driver for ParkingDriver {
     }
     fn unstage_model(&self, m: StagedModel) -> Result<(), Self::Error> {
         self.inner.unstage_model(m)
+    }
+    fn stage_subgraph(&self, i: &SubgraphImage<'_>) -> Result<StagedModel, Self::Error> {
+        self.inner.stage_subgraph(i)
+    }
+    fn alloc_device(&self, d: u32, size: u64) -> Result<DeviceBuffer, Self::Error> {
+        self.inner.alloc_device(d, size)
+    }
+    fn free_device(&self, b: DeviceBuffer) -> Result<(), Self::Error> {
+        self.inner.free_device(b)
+    }
+    fn write_device(&self, b: DeviceBuffer, o: u64, d: &[u8]) -> Result<(), Self::Error> {
+        self.inner.write_device(b, o, d)
+    }
+    fn read_device(&self, b: DeviceBuffer, o: u64, d: &mut [u8]) -> Result<(), Self::Error> {
+        self.inner.read_device(b, o, d)
+    }
+    fn copy_device(
+        &self,
+        s: DeviceBuffer,
+        so: u64,
+        d: DeviceBuffer,
+        o: u64,
+        l: u64,
+    ) -> Result<(), Self::Error> {
+        self.inner.copy_device(s, so, d, o, l)
+    }
+    fn memset_device(&self, b: DeviceBuffer, o: u64, v: u8, l: u64) -> Result<(), Self::Error> {
+        self.inner.memset_device(b, o, v, l)
+    }
+    fn execute(&self, r: &ExecRequest<'_>) -> Result<(), Self::Error> {
+        self.inner.execute(r)
     }
 }
 

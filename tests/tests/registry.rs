@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use nrt_core::driver::{DriverCall, FaultInjector};
+use nrt_core::driver::{Driver, DriverCall, FaultInjector, SubgraphImage};
 use nrt_core::model::{Dtype, IoTable, MODEL_STATE_READY, Model, TensorUsage};
 use nrt_core::{InitState, Level, ModelHandle, NrtStatus, Runtime, RuntimeOptions};
 use nrt_host::CapturingHost;
@@ -32,8 +32,16 @@ fn runtime() -> (TestRuntime, Arc<CapturingHost>, Arc<SimMachine>) {
 
 /// A model staged on the simulator, so unload has engine work to do.
 fn staged_model(rt: &TestRuntime, name: &str) -> Model {
-    let staged = rt.driver().inner().stage_model(0).unwrap();
-    Model::new(name.to_string(), 0, matmul_io(), Some(staged))
+    let image = SubgraphImage {
+        vnc: 0,
+        index: 0,
+        pcore: 0,
+        name: "sg00",
+        model: name,
+        program: None,
+    };
+    let staged = rt.driver().inner().stage_subgraph(&image).unwrap();
+    Model::new(name.to_string(), 0, matmul_io(), vec![staged])
 }
 
 #[test]

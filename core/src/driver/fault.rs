@@ -24,6 +24,14 @@
 //! #   fn shutdown_cores(&self, _: &CoreInitParams) -> Result<(), E> { Ok(()) }
 //! #   fn stop_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
 //! #   fn unstage_model(&self, _: StagedModel) -> Result<(), E> { Ok(()) }
+//! #   fn stage_subgraph(&self, _: &SubgraphImage<'_>) -> Result<StagedModel, E> { Err(E) }
+//! #   fn alloc_device(&self, _: u32, _: u64) -> Result<DeviceBuffer, E> { Err(E) }
+//! #   fn free_device(&self, _: DeviceBuffer) -> Result<(), E> { Ok(()) }
+//! #   fn write_device(&self, _: DeviceBuffer, _: u64, _: &[u8]) -> Result<(), E> { Ok(()) }
+//! #   fn read_device(&self, _: DeviceBuffer, _: u64, _: &mut [u8]) -> Result<(), E> { Ok(()) }
+//! #   fn copy_device(&self, _: DeviceBuffer, _: u64, _: DeviceBuffer, _: u64, _: u64) -> Result<(), E> { Ok(()) }
+//! #   fn memset_device(&self, _: DeviceBuffer, _: u64, _: u8, _: u64) -> Result<(), E> { Ok(()) }
+//! #   fn execute(&self, _: &ExecRequest<'_>) -> Result<(), E> { Ok(()) }
 //! # }
 //! let driver = FaultInjector::new(D);
 //! driver.fail_next(DriverCall::Discover);
@@ -35,8 +43,9 @@ use core::fmt;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::{
-    CompatRange, CoreInitParams, DeviceInfo, Driver, DriverError, DriverVersion, ErrorKind,
-    HwRevision, ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
+    CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverError, DriverVersion,
+    ErrorKind, ExecRequest, HwRevision, ReserveError, ReserveRequest, SoftIncompatCallback,
+    StagedModel, SubgraphImage,
 };
 use crate::lnc::CoreBitmap;
 
@@ -68,11 +77,27 @@ pub enum DriverCall {
     StopModel,
     /// [`Driver::unstage_model`].
     UnstageModel,
+    /// [`Driver::stage_subgraph`].
+    StageSubgraph,
+    /// [`Driver::alloc_device`].
+    AllocDevice,
+    /// [`Driver::free_device`].
+    FreeDevice,
+    /// [`Driver::write_device`].
+    WriteDevice,
+    /// [`Driver::read_device`].
+    ReadDevice,
+    /// [`Driver::copy_device`].
+    CopyDevice,
+    /// [`Driver::memset_device`].
+    MemsetDevice,
+    /// [`Driver::execute`].
+    Execute,
 }
 
 impl DriverCall {
     /// Every call, in the order `init` first makes them, then `unload`'s.
-    pub const ALL: [DriverCall; 12] = [
+    pub const ALL: [DriverCall; 20] = [
         DriverCall::RegisterSoftIncompatCallback,
         DriverCall::Discover,
         DriverCall::OverrideHwRevision,
@@ -85,6 +110,14 @@ impl DriverCall {
         DriverCall::ReleaseCores,
         DriverCall::StopModel,
         DriverCall::UnstageModel,
+        DriverCall::StageSubgraph,
+        DriverCall::AllocDevice,
+        DriverCall::FreeDevice,
+        DriverCall::WriteDevice,
+        DriverCall::ReadDevice,
+        DriverCall::CopyDevice,
+        DriverCall::MemsetDevice,
+        DriverCall::Execute,
     ];
 
     const fn index(self) -> usize {
@@ -92,7 +125,7 @@ impl DriverCall {
     }
 }
 
-const CALLS: usize = 12;
+const CALLS: usize = 20;
 
 /// The error a [`FaultInjector`] returns: an injected fault or the inner driver's error.
 #[derive(Debug)]
@@ -296,5 +329,62 @@ impl<D: Driver> Driver for FaultInjector<D> {
     fn unstage_model(&self, model: StagedModel) -> Result<(), Self::Error> {
         self.guard(DriverCall::UnstageModel)?;
         self.inner.unstage_model(model).map_err(FaultError::Inner)
+    }
+
+    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, Self::Error> {
+        self.guard(DriverCall::StageSubgraph)?;
+        self.inner.stage_subgraph(image).map_err(FaultError::Inner)
+    }
+
+    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, Self::Error> {
+        self.guard(DriverCall::AllocDevice)?;
+        self.inner
+            .alloc_device(device, size)
+            .map_err(FaultError::Inner)
+    }
+
+    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), Self::Error> {
+        self.guard(DriverCall::FreeDevice)?;
+        self.inner.free_device(buffer).map_err(FaultError::Inner)
+    }
+
+    fn write_device(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<(), Self::Error> {
+        self.guard(DriverCall::WriteDevice)?;
+        self.inner
+            .write_device(b, offset, data)
+            .map_err(FaultError::Inner)
+    }
+
+    fn read_device(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<(), Self::Error> {
+        self.guard(DriverCall::ReadDevice)?;
+        self.inner
+            .read_device(b, offset, out)
+            .map_err(FaultError::Inner)
+    }
+
+    fn copy_device(
+        &self,
+        src: DeviceBuffer,
+        src_offset: u64,
+        dst: DeviceBuffer,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<(), Self::Error> {
+        self.guard(DriverCall::CopyDevice)?;
+        self.inner
+            .copy_device(src, src_offset, dst, dst_offset, len)
+            .map_err(FaultError::Inner)
+    }
+
+    fn memset_device(&self, b: DeviceBuffer, o: u64, v: u8, len: u64) -> Result<(), Self::Error> {
+        self.guard(DriverCall::MemsetDevice)?;
+        self.inner
+            .memset_device(b, o, v, len)
+            .map_err(FaultError::Inner)
+    }
+
+    fn execute(&self, request: &ExecRequest<'_>) -> Result<(), Self::Error> {
+        self.guard(DriverCall::Execute)?;
+        self.inner.execute(request).map_err(FaultError::Inner)
     }
 }

@@ -113,15 +113,19 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         // Exclusive from here: stop on the engine, unstage, free.
         let model = drained.take();
         let mut result = Ok(());
-        if let Some(staged) = model.staged() {
+        for &staged in model.staged() {
             if let Err(e) = self.driver.stop_model(staged) {
                 self.log(Level::Error, format_args!("Failed to stop model {id}: {e}"));
             }
+        }
+        for &staged in model.staged() {
             if let Err(e) = self.driver.unstage_model(staged) {
-                result = Err(self.fail(Error::new(
-                    crate::driver::DriverError::status(&e),
-                    format_args!("Failed to unstage model: {id} ({e})"),
-                )));
+                if result.is_ok() {
+                    result = Err(self.fail(Error::new(
+                        crate::driver::DriverError::status(&e),
+                        format_args!("Failed to unstage model: {id} ({e})"),
+                    )));
+                }
             }
         }
         drop(model);
