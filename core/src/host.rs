@@ -45,6 +45,14 @@ pub trait Host {
         ReaderId::shared(stack_shard())
     }
 
+    /// Runs `task(0)`, ..., `task(n - 1)`, in parallel where the host can, and returns when all
+    /// have finished (the stage seam's one task per subgraph). The default runs them in order.
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        for i in 0..n {
+            task(i);
+        }
+    }
+
     /// A process-wide memory barrier for the registry's unload side, if the host has one
     /// (asked once, when the runtime is built). Without it readers use a SeqCst fence.
     fn heavy_barrier(&self) -> Option<HeavyBarrier> {
@@ -80,6 +88,9 @@ impl<T: Host + ?Sized> Host for &T {
     fn heavy_barrier(&self) -> Option<HeavyBarrier> {
         T::heavy_barrier(self)
     }
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        T::run_parallel(self, n, task)
+    }
 }
 
 /// A host with no services beyond the default log forwarding.
@@ -107,5 +118,8 @@ impl<T: Host + ?Sized> Host for alloc::sync::Arc<T> {
     }
     fn heavy_barrier(&self) -> Option<HeavyBarrier> {
         T::heavy_barrier(self)
+    }
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        T::run_parallel(self, n, task)
     }
 }

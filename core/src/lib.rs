@@ -72,6 +72,8 @@ pub mod state;
 pub mod status;
 #[cfg(feature = "alloc")]
 mod sync;
+#[cfg(feature = "alloc")]
+pub mod tensor;
 pub mod version;
 
 pub use config::{Config, LogLevel, VarSource};
@@ -79,8 +81,8 @@ pub use driver::Driver;
 pub use error::{Error, Message, Result};
 pub use fmt::Level;
 pub use host::{Host, NoHost};
-pub use runtime::{FrameworkInfo, FrameworkType, Runtime, RuntimeOptions};
 #[cfg(feature = "alloc")]
-pub use runtime::{ModelHandle, ModelRef};
+pub use runtime::{ExecMode, ModelHandle, ModelRef};
+pub use runtime::{FrameworkInfo, FrameworkType, Runtime, RuntimeOptions};
 pub use state::InitState;
 pub use status::{NrtStatus, status_as_str};

@@ -88,6 +88,21 @@ struct Session {
     framework: FrameworkInfo,
 }
 
+/// Session values the execute path needs, readable without the lifecycle lock; written by
+/// `init` before the state becomes INIT.
+#[derive(Debug, Default)]
+struct ExecConfig {
+    /// `NEURON_RT_EXEC_TIMEOUT` (0 = backend default).
+    timeout_secs: core::sync::atomic::AtomicU32,
+    /// Implicit async mode (`NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS` > 0).
+    implicit_async: AtomicBool,
+    /// First logical core, logical core size and cores per device of the session.
+    first_lnc: core::sync::atomic::AtomicU32,
+    lnc_size: core::sync::atomic::AtomicU32,
+    lnc_count: core::sync::atomic::AtomicU32,
+    cores_per_device: core::sync::atomic::AtomicU32,
+}
+
 /// First of the two troubleshooting links printed when no device is found.
 pub const TROUBLESHOOT_URL: &str =
     "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/nrt-troubleshoot.html";
@@ -140,13 +155,22 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     fork_handlers_registered: AtomicBool,
     fork_generation_at_registration: AtomicU32,
     session: spin::Mutex<Option<Session>>,
+    /// Copies of session values the execute path reads without the lifecycle lock.
+    exec_config: ExecConfig,
     options: RuntimeOptions,
     #[cfg(feature = "alloc")]
     models: crate::registry::Registry<crate::model::Model>,
+    /// Staged subgraphs whose unstage failed; `close` retries them so nothing stays staged.
+    #[cfg(feature = "alloc")]
+    unstage_retry: spin::Mutex<alloc::vec::Vec<crate::driver::StagedModel>>,
 }
 
 #[cfg(feature = "alloc")]
+mod exec;
+#[cfg(feature = "alloc")]
 mod models;
+#[cfg(feature = "alloc")]
+pub use exec::ExecMode;
 #[cfg(feature = "alloc")]
 pub use models::{ModelHandle, ModelRef};
 
@@ -205,9 +229,12 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             fork_handlers_registered: AtomicBool::new(false),
             fork_generation_at_registration: AtomicU32::new(0),
             session: spin::Mutex::new(None),
+            exec_config: ExecConfig::default(),
             options,
             #[cfg(feature = "alloc")]
             models,
+            #[cfg(feature = "alloc")]
+            unstage_retry: spin::Mutex::new(alloc::vec::Vec::new()),
         }
     }
 
@@ -360,6 +387,18 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             return Ok(());
         }
         let s = self.bring_up(framework, fw_version, fal_version, vars)?;
+        let ec = &self.exec_config;
+        ec.timeout_secs
+            .store(s.config.exec_timeout_secs.unwrap_or(0), Ordering::Relaxed);
+        ec.implicit_async
+            .store(s.config.implicit_async(), Ordering::Relaxed);
+        ec.first_lnc
+            .store(s.allocation.first_lnc, Ordering::Relaxed);
+        ec.lnc_size.store(s.allocation.lnc_size, Ordering::Relaxed);
+        ec.lnc_count
+            .store(s.allocation.lnc_count, Ordering::Relaxed);
+        ec.cores_per_device
+            .store(s.device.cores_per_device, Ordering::Relaxed);
         *session = Some(s);
         self.state.set(InitState::Init);
         Ok(())

@@ -106,6 +106,23 @@ impl Host for StdHost {
     fn heavy_barrier(&self) -> Option<HeavyBarrier> {
         heavy_barrier()
     }
+
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        run_parallel(n, task);
+    }
+}
+
+/// Runs `task(i)` for every `i < n` on its own thread (the first on the calling thread) and
+/// joins them all.
+pub fn run_parallel(n: usize, task: &(dyn Fn(usize) + Sync)) {
+    std::thread::scope(|s| {
+        for i in 1..n {
+            s.spawn(move || task(i));
+        }
+        if n > 0 {
+            task(0);
+        }
+    });
 }
 
 /// The process-wide barrier for the registry's unload side: Linux
@@ -248,6 +265,10 @@ impl Host for CapturingHost {
 
     fn reader_id(&self) -> ReaderId {
         reader_id()
+    }
+
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        run_parallel(n, task);
     }
 }
 

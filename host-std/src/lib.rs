@@ -28,5 +28,5 @@ pub mod coredump;
 pub use coredump::CoreDumper;
 pub use env::EnvVars;
 pub use fork::{fork_generation, register_fork_handlers};
-pub use host::{CapturingHost, StdHost, heavy_barrier, reader_id};
+pub use host::{CapturingHost, StdHost, heavy_barrier, reader_id, run_parallel};
 pub use time::{dump_datetime, log_timestamp};

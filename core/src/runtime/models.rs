@@ -32,6 +32,20 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             .ok_or_else(|| self.miss(h))
     }
 
+    /// Takes a reference without logging a miss (internal scans).
+    pub(super) fn resolve_unguarded_quiet(
+        &self,
+        h: ModelHandle,
+    ) -> core::result::Result<ModelRef<'_>, ()> {
+        self.models.resolve(h, self.host.reader_id()).ok_or(())
+    }
+
+    /// Takes the reference an execution holds (`db_get_nn_ref_count`); a miss is
+    /// `NRT_INVALID_HANDLE` "Failed to find model: %u".
+    pub(super) fn model_ref_for_exec(&self, h: ModelHandle) -> Result<ModelRef<'_>> {
+        self.resolve_unguarded(h)
+    }
+
     /// Takes a reference to the model of `h` (guarded). A miss is `NRT_INVALID_HANDLE`,
     /// "Failed to find model: %u".
     pub fn model(&self, h: ModelHandle) -> Result<ModelRef<'_>> {
@@ -120,6 +134,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
         for &staged in model.staged() {
             if let Err(e) = self.driver.unstage_model(staged) {
+                self.unstage_retry.lock().push(staged);
                 if result.is_ok() {
                     result = Err(self.fail(Error::new(
                         crate::driver::DriverError::status(&e),
@@ -135,8 +150,22 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         result
     }
 
-    /// `kmgr_unload_all_nns` for `close`: snapshot the ids and unload each, until none is left.
+    /// `kmgr_unload_all_nns` for `close`: snapshot the ids and unload each, until none is left;
+    /// then retry the unstages that failed earlier.
     pub(super) fn unload_all_models(&self) {
+        self.unload_every_model();
+        let retry = core::mem::take(&mut *self.unstage_retry.lock());
+        for staged in retry {
+            if let Err(e) = self.driver.unstage_model(staged) {
+                self.log(
+                    Level::Error,
+                    format_args!("close: failed to unstage a model again: {e}"),
+                );
+            }
+        }
+    }
+
+    fn unload_every_model(&self) {
         // Each pass empties the snapshot; a model registered concurrently with close (its
         // caller passed the guard just before CLOSED) is caught by the next pass.
         for _ in 0..=self.models.capacity() {
