@@ -22,6 +22,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod engine;
 mod hbm;
 
 use std::collections::BTreeMap;
@@ -191,6 +192,9 @@ pub struct CoreState {
     pub exec_ready: bool,
 }
 
+/// One device's HBM and the driver handle owning each allocation.
+type DeviceState = (hbm::DeviceHbm, BTreeMap<u64, u64>);
+
 /// A model staged on a simulated core.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StagedState {
@@ -214,7 +218,7 @@ pub struct SimMachine {
     cores: Mutex<Vec<CoreState>>,
     staged: Mutex<BTreeMap<u64, StagedState>>,
     /// Per device: its HBM, and which driver handle owns each allocation.
-    hbm: Vec<Mutex<(hbm::DeviceHbm, BTreeMap<u64, u64>)>>,
+    hbm: Vec<Mutex<DeviceState>>,
     executions: AtomicU64,
     next_owner: AtomicU64,
     next_model: AtomicU64,
@@ -273,7 +277,7 @@ impl SimMachine {
         self.executions.load(Ordering::Relaxed)
     }
 
-    fn device(&self, device: u32) -> Option<MutexGuard<'_, (hbm::DeviceHbm, BTreeMap<u64, u64>)>> {
+    fn device(&self, device: u32) -> Option<MutexGuard<'_, DeviceState>> {
         self.hbm
             .get(device as usize)
             .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
@@ -568,13 +572,8 @@ impl Driver for SimDriver {
     fn unstage_model(&self, model: StagedModel) -> Result<(), SimError> {
         let mut table = self.machine.staged_table();
         match table.get(&model.handle) {
+            // Unstaging frees the model whether or not its stop succeeded.
             Some(m) if m.owner == self.owner && m.vnc == model.vnc => {
-                if !m.stopped {
-                    return Err(SimError::new(
-                        ErrorKind::InvalidArgument,
-                        "model not stopped",
-                    ));
-                }
                 table.remove(&model.handle);
                 Ok(())
             }
@@ -732,10 +731,7 @@ fn range(b: DeviceBuffer, offset: u64, len: u64) -> Result<u64, SimError> {
 
 impl SimDriver {
     /// The device of `b`, locked, if `b` is an allocation of this handle.
-    fn own_buffer(
-        &self,
-        b: DeviceBuffer,
-    ) -> Result<MutexGuard<'_, (hbm::DeviceHbm, BTreeMap<u64, u64>)>, SimError> {
+    fn own_buffer(&self, b: DeviceBuffer) -> Result<MutexGuard<'_, DeviceState>, SimError> {
         let dev = self
             .machine
             .device(b.device)

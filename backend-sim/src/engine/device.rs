@@ -1,0 +1,286 @@
+//! A simulated device: sparse HBM shared by its cores, per-core SBUF/PSUM, program loading,
+//! I/O by tensor name and execution.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nrt_core::{Error, err};
+
+use super::exec::{ExecEnv, ExecOptions, ExecReport, execute};
+use super::memory::{Hbm, OnChip};
+use super::program::{Program, TensorKind};
+use crate::Instance;
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+struct CoreMem {
+    sbuf: OnChip,
+    psum: OnChip,
+}
+
+/// One simulated Neuron device (chip): HBM with the instance's capacity and its physical cores.
+pub struct Device {
+    id: u64,
+    instance: Instance,
+    hbm: Hbm,
+    cores: Vec<Option<CoreMem>>,
+    next_load: u64,
+}
+
+impl core::fmt::Debug for Device {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Device")
+            .field("instance", &self.instance)
+            .field("cores", &self.cores.len())
+            .field("hbm", &self.hbm)
+            .finish()
+    }
+}
+
+/// Output tensors by name, in program order.
+pub type Outputs = Vec<(String, Vec<u8>)>;
+
+/// A program placed on one core of a [`Device`]: its tensors are allocated in HBM.
+#[derive(Clone, Debug)]
+pub struct LoadedProgram {
+    device: u64,
+    serial: u64,
+    core: u32,
+    program: Arc<Program>,
+    bases: Vec<u64>,
+}
+
+impl LoadedProgram {
+    /// The program.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The physical core it runs on.
+    pub fn core(&self) -> u32 {
+        self.core
+    }
+
+    /// HBM address of tensor `index`.
+    pub fn tensor_address(&self, index: usize) -> Option<u64> {
+        self.bases.get(index).copied()
+    }
+}
+
+impl Device {
+    /// A device of `instance` with its full HBM capacity.
+    pub fn new(instance: Instance) -> Self {
+        Self::with_hbm_capacity(instance, instance.hbm_bytes_per_device())
+    }
+
+    /// A device with a chosen HBM capacity (for tests of capacity limits).
+    pub fn with_hbm_capacity(instance: Instance, hbm_bytes: u64) -> Self {
+        Self {
+            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            instance,
+            hbm: Hbm::new(hbm_bytes),
+            cores: (0..instance.cores_per_device()).map(|_| None).collect(),
+            next_load: 1,
+        }
+    }
+
+    /// `count` devices of `instance`: a machine.
+    pub fn machine(instance: Instance, count: u32) -> Vec<Device> {
+        (0..count).map(|_| Device::new(instance)).collect()
+    }
+
+    /// The instance family.
+    pub fn instance(&self) -> Instance {
+        self.instance
+    }
+
+    /// Physical cores.
+    pub fn core_count(&self) -> u32 {
+        self.cores.len() as u32
+    }
+
+    /// The device's HBM.
+    pub fn hbm(&self) -> &Hbm {
+        &self.hbm
+    }
+
+    /// The device's HBM, mutable (raw allocations outside programs).
+    pub fn hbm_mut(&mut self) -> &mut Hbm {
+        &mut self.hbm
+    }
+
+    /// The SBUF of physical core `core` as the last execution left it (`None` before the
+    /// core's first execution).
+    pub fn sbuf(&self, core: u32) -> Option<&OnChip> {
+        self.cores.get(core as usize)?.as_ref().map(|c| &c.sbuf)
+    }
+
+    /// The PSUM of physical core `core` as the last execution left it.
+    pub fn psum(&self, core: u32) -> Option<&OnChip> {
+        self.cores.get(core as usize)?.as_ref().map(|c| &c.psum)
+    }
+
+    /// Validates `program` and places it on physical core `core`: allocates every tensor
+    /// (beyond capacity: `NRT_RESOURCE`, nothing kept) and writes the constants.
+    pub fn load(&mut self, core: u32, program: Program) -> Result<LoadedProgram, Error> {
+        if core >= self.core_count() {
+            return Err(err!(
+                Invalid,
+                "core {core} does not exist ({} cores per {} device)",
+                self.core_count(),
+                self.instance.name()
+            ));
+        }
+        program.validate()?;
+        let mut bases = Vec::with_capacity(program.tensors.len());
+        for t in &program.tensors {
+            let size = t.size_bytes().unwrap_or(u64::MAX);
+            match self.hbm.alloc(size) {
+                Ok(a) => bases.push(a),
+                Err(e) => {
+                    for &b in &bases {
+                        let _ = self.hbm.free(b);
+                    }
+                    return Err(err!(
+                        Resource,
+                        "loading '{}': tensor '{}': {}",
+                        program.name,
+                        t.name,
+                        e.message()
+                    ));
+                }
+            }
+        }
+        for (t, &b) in program.tensors.iter().zip(&bases) {
+            if t.kind == TensorKind::Const {
+                self.hbm.write_unchecked(b, &t.data);
+            }
+        }
+        let serial = self.next_load;
+        self.next_load += 1;
+        Ok(LoadedProgram {
+            device: self.id,
+            serial,
+            core,
+            program: Arc::new(program),
+            bases,
+        })
+    }
+
+    fn check_owner(&self, lp: &LoadedProgram) -> Result<(), Error> {
+        if lp.device != self.id {
+            return Err(err!(
+                InvalidHandle,
+                "program {} was loaded on another device",
+                lp.serial
+            ));
+        }
+        Ok(())
+    }
+
+    /// Frees the program's tensors.
+    pub fn unload(&mut self, lp: LoadedProgram) -> Result<(), Error> {
+        self.check_owner(&lp)?;
+        for &b in &lp.bases {
+            self.hbm.free(b)?;
+        }
+        Ok(())
+    }
+
+    fn tensor<'p>(
+        lp: &'p LoadedProgram,
+        name: &str,
+    ) -> Result<(usize, &'p super::program::TensorDecl), Error> {
+        lp.program
+            .tensors
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.name == name)
+            .ok_or_else(|| err!(Invalid, "no tensor named '{name}' in '{}'", lp.program.name))
+    }
+
+    /// Writes a tensor's bytes (its exact size, `NRT_INVALID` otherwise).
+    pub fn write_tensor(
+        &mut self,
+        lp: &LoadedProgram,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), Error> {
+        self.check_owner(lp)?;
+        let (i, t) = Self::tensor(lp, name)?;
+        let size = t.size_bytes().unwrap_or(0);
+        if data.len() as u64 != size {
+            return Err(err!(
+                Invalid,
+                "tensor '{name}' is {size} bytes, {} given",
+                data.len()
+            ));
+        }
+        let base = lp.bases.get(i).copied().unwrap_or(0);
+        self.hbm.write(base, data)
+    }
+
+    /// Reads a tensor's bytes.
+    pub fn read_tensor(&self, lp: &LoadedProgram, name: &str) -> Result<Vec<u8>, Error> {
+        self.check_owner(lp)?;
+        let (i, t) = Self::tensor(lp, name)?;
+        let size = usize::try_from(t.size_bytes().unwrap_or(0))
+            .map_err(|_| err!(Resource, "tensor '{name}' is too large to read at once"))?;
+        let mut out = vec![0u8; size];
+        let base = lp.bases.get(i).copied().unwrap_or(0);
+        self.hbm.read(base, &mut out)?;
+        Ok(out)
+    }
+
+    /// Executes a loaded program on its core. Before it starts, the core's SBUF and PSUM and
+    /// the program's output and scratch tensors are zeroed, so the result depends only on the
+    /// program and its inputs.
+    pub fn execute(&mut self, lp: &LoadedProgram, opts: &ExecOptions) -> Result<ExecReport, Error> {
+        self.check_owner(lp)?;
+        for (t, &b) in lp.program.tensors.iter().zip(&lp.bases) {
+            if matches!(t.kind, TensorKind::Output | TensorKind::Scratch) {
+                self.hbm.zero_range(b, t.size_bytes().unwrap_or(0));
+            }
+        }
+        let slot = self
+            .cores
+            .get_mut(lp.core as usize)
+            .ok_or_else(|| err!(Invalid, "core {} does not exist", lp.core))?;
+        let core = slot.get_or_insert_with(|| CoreMem {
+            sbuf: OnChip::sbuf(),
+            psum: OnChip::psum(),
+        });
+        core.sbuf.clear();
+        core.psum.clear();
+        let mut env = ExecEnv {
+            program: &lp.program,
+            bases: &lp.bases,
+            hbm: &mut self.hbm,
+            sbuf: &mut core.sbuf,
+            psum: &mut core.psum,
+        };
+        Ok(execute(&mut env, opts))
+    }
+
+    /// Writes `inputs` by name, executes, and returns every output tensor by name with the
+    /// report; an execution error (hazard, timeout) is returned as the error.
+    pub fn run(
+        &mut self,
+        lp: &LoadedProgram,
+        inputs: &[(&str, &[u8])],
+        opts: &ExecOptions,
+    ) -> Result<(Outputs, ExecReport), Error> {
+        for (name, data) in inputs {
+            self.write_tensor(lp, name, data)?;
+        }
+        let report = self.execute(lp, opts)?;
+        report.result()?;
+        let mut outs = Vec::new();
+        for t in &lp.program.tensors {
+            if t.kind == TensorKind::Output {
+                outs.push((t.name.clone(), self.read_tensor(lp, &t.name)?));
+            }
+        }
+        Ok((outs, report))
+    }
+}

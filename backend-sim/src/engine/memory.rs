@@ -1,0 +1,364 @@
+//! Device memories: per-core SBUF and PSUM, and sparse per-device HBM with capacity accounting.
+
+use std::collections::BTreeMap;
+
+use nrt_core::{Error, err};
+
+/// SBUF partitions per core.
+pub const SBUF_PARTITIONS: usize = 128;
+/// SBUF bytes per partition (192 KiB; 24 MiB per core).
+pub const SBUF_PARTITION_BYTES: usize = 192 * 1024;
+/// PSUM partitions per core.
+pub const PSUM_PARTITIONS: usize = 128;
+/// PSUM bytes per partition (16 KiB; 2 MiB per core).
+pub const PSUM_PARTITION_BYTES: usize = 16 * 1024;
+/// Bytes of one PSUM bank in one partition (512 fp32).
+pub const PSUM_BANK_BYTES: usize = 2 * 1024;
+/// PSUM banks per partition.
+pub const PSUM_BANKS: usize = PSUM_PARTITION_BYTES / PSUM_BANK_BYTES;
+/// Semaphores per core.
+pub const SEMAPHORES: usize = 256;
+/// DMA engines per core.
+pub const DMA_ENGINES: usize = 16;
+/// DMA queues per DMA engine.
+pub const DMA_QUEUES: usize = 16;
+/// HBM page size: the granularity at which HBM materialises and allocations are rounded.
+pub const HBM_PAGE_BYTES: u64 = 4096;
+
+/// A partitioned on-chip memory (SBUF or PSUM) of one core: `partitions` rows of
+/// `partition_bytes` each, zero at creation and after [`OnChip::clear`].
+#[derive(Clone)]
+pub struct OnChip {
+    bytes: Vec<u8>,
+    partition_bytes: usize,
+    /// Per partition, one past the highest byte written since the last clear.
+    high_water: Vec<usize>,
+}
+
+impl core::fmt::Debug for OnChip {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OnChip")
+            .field("partitions", &self.partitions())
+            .field("partition_bytes", &self.partition_bytes)
+            .finish()
+    }
+}
+
+impl OnChip {
+    /// A zeroed memory.
+    pub fn new(partitions: usize, partition_bytes: usize) -> Self {
+        Self {
+            bytes: vec![0; partitions * partition_bytes],
+            partition_bytes,
+            high_water: vec![0; partitions],
+        }
+    }
+
+    /// A zeroed SBUF (128 × 192 KiB).
+    pub fn sbuf() -> Self {
+        Self::new(SBUF_PARTITIONS, SBUF_PARTITION_BYTES)
+    }
+
+    /// A zeroed PSUM (128 × 16 KiB).
+    pub fn psum() -> Self {
+        Self::new(PSUM_PARTITIONS, PSUM_PARTITION_BYTES)
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.high_water.len()
+    }
+
+    /// Bytes per partition.
+    pub fn partition_bytes(&self) -> usize {
+        self.partition_bytes
+    }
+
+    /// Zeroes everything written since the last clear.
+    pub fn clear(&mut self) {
+        for (p, hw) in self.high_water.iter_mut().enumerate() {
+            if *hw > 0 {
+                let base = p * self.partition_bytes;
+                if let Some(s) = self.bytes.get_mut(base..base + *hw) {
+                    s.fill(0);
+                }
+                *hw = 0;
+            }
+        }
+    }
+
+    /// `len` bytes of partition `p` from `offset` (empty when out of range).
+    pub fn read(&self, p: usize, offset: usize, len: usize) -> &[u8] {
+        if offset.saturating_add(len) > self.partition_bytes {
+            return &[];
+        }
+        let base = p * self.partition_bytes + offset;
+        self.bytes.get(base..base + len).unwrap_or(&[])
+    }
+
+    /// Mutable `len` bytes of partition `p` from `offset` (empty when out of range); marks them
+    /// written.
+    pub fn write(&mut self, p: usize, offset: usize, len: usize) -> &mut [u8] {
+        if offset.saturating_add(len) > self.partition_bytes {
+            return &mut [];
+        }
+        if let Some(hw) = self.high_water.get_mut(p) {
+            *hw = (*hw).max(offset + len);
+        } else {
+            return &mut [];
+        }
+        let base = p * self.partition_bytes + offset;
+        self.bytes.get_mut(base..base + len).unwrap_or(&mut [])
+    }
+
+    /// Marks `[lo, hi)` of partition `p` written (for callers that wrote through
+    /// [`OnChip::partition_mut`]).
+    pub(crate) fn touch(&mut self, p: usize, hi: usize) {
+        if let Some(hw) = self.high_water.get_mut(p) {
+            *hw = (*hw).max(hi.min(self.partition_bytes));
+        }
+    }
+
+    /// The whole of partition `p`.
+    pub(crate) fn partition(&self, p: usize) -> &[u8] {
+        let base = p * self.partition_bytes;
+        self.bytes
+            .get(base..base + self.partition_bytes)
+            .unwrap_or(&[])
+    }
+
+    /// The whole of partition `p`, mutable (the caller marks what it writes with `touch`).
+    pub(crate) fn partition_mut(&mut self, p: usize) -> &mut [u8] {
+        let base = p * self.partition_bytes;
+        self.bytes
+            .get_mut(base..base + self.partition_bytes)
+            .unwrap_or(&mut [])
+    }
+}
+
+/// Sparse HBM of one device: pages materialise on first write (reads of untouched pages return
+/// zeros), allocations are page-aligned and counted against the device's capacity.
+#[derive(Debug, Clone)]
+pub struct Hbm {
+    capacity: u64,
+    allocated: u64,
+    /// Allocation base → rounded size.
+    allocs: BTreeMap<u64, u64>,
+    /// Page index → page bytes.
+    pages: BTreeMap<u64, Box<[u8]>>,
+}
+
+impl Hbm {
+    /// An empty HBM of `capacity` bytes.
+    pub fn new(capacity: u64) -> Self {
+        Self {
+            capacity,
+            allocated: 0,
+            allocs: BTreeMap::new(),
+            pages: BTreeMap::new(),
+        }
+    }
+
+    /// Capacity in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Bytes allocated (sizes rounded up to whole pages).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    /// Bytes of host memory holding materialised pages.
+    pub fn resident_bytes(&self) -> u64 {
+        self.pages.len() as u64 * HBM_PAGE_BYTES
+    }
+
+    /// Allocates `size` bytes (at least one page), first fit. Beyond the capacity:
+    /// `NRT_RESOURCE`.
+    pub fn alloc(&mut self, size: u64) -> Result<u64, Error> {
+        let rounded = size
+            .max(1)
+            .checked_next_multiple_of(HBM_PAGE_BYTES)
+            .ok_or_else(|| err!(Resource, "HBM allocation of {size} bytes is too large"))?;
+        if rounded > self.capacity - self.allocated {
+            return Err(err!(
+                Resource,
+                "Failed to allocate {size} bytes of HBM: {} of {} bytes in use",
+                self.allocated,
+                self.capacity
+            ));
+        }
+        let mut cursor = 0u64;
+        for (&base, &len) in &self.allocs {
+            if base - cursor >= rounded {
+                break;
+            }
+            cursor = base + len;
+        }
+        if self.capacity - cursor < rounded {
+            return Err(err!(
+                Resource,
+                "Failed to allocate {size} bytes of HBM: no free range that large (fragmented)"
+            ));
+        }
+        self.allocs.insert(cursor, rounded);
+        self.allocated += rounded;
+        Ok(cursor)
+    }
+
+    /// Frees the allocation at `base`; its pages are dropped, so a later allocation reads zeros.
+    pub fn free(&mut self, base: u64) -> Result<(), Error> {
+        let len = self
+            .allocs
+            .remove(&base)
+            .ok_or_else(|| err!(Invalid, "HBM address {base:#x} is not an allocation"))?;
+        self.allocated -= len;
+        let first = base / HBM_PAGE_BYTES;
+        let last = (base + len) / HBM_PAGE_BYTES;
+        let doomed: Vec<u64> = self.pages.range(first..last).map(|(k, _)| *k).collect();
+        for k in doomed {
+            self.pages.remove(&k);
+        }
+        Ok(())
+    }
+
+    /// Whether `[addr, addr + len)` lies inside one allocation.
+    pub fn is_allocated(&self, addr: u64, len: u64) -> bool {
+        match self.allocs.range(..=addr).next_back() {
+            Some((&base, &size)) => addr.saturating_add(len) <= base + size,
+            None => false,
+        }
+    }
+
+    /// Copies `out.len()` bytes from `addr`. The range must be allocated (`NRT_INVALID`).
+    pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), Error> {
+        if !self.is_allocated(addr, out.len() as u64) {
+            return Err(err!(
+                Invalid,
+                "HBM read of {} bytes at {addr:#x} is outside any allocation",
+                out.len()
+            ));
+        }
+        self.read_unchecked(addr, out);
+        Ok(())
+    }
+
+    /// Copies `data` to `addr`. The range must be allocated (`NRT_INVALID`).
+    pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Error> {
+        if !self.is_allocated(addr, data.len() as u64) {
+            return Err(err!(
+                Invalid,
+                "HBM write of {} bytes at {addr:#x} is outside any allocation",
+                data.len()
+            ));
+        }
+        self.write_unchecked(addr, data);
+        Ok(())
+    }
+
+    /// Zeroes `[addr, addr + len)`: whole pages are dropped (sparse again), partial pages are
+    /// cleared in place.
+    pub(crate) fn zero_range(&mut self, addr: u64, len: u64) {
+        let end = addr.saturating_add(len);
+        let first_full = addr.div_ceil(HBM_PAGE_BYTES);
+        let last_full = end / HBM_PAGE_BYTES;
+        if first_full < last_full {
+            let doomed: Vec<u64> = self
+                .pages
+                .range(first_full..last_full)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in doomed {
+                self.pages.remove(&k);
+            }
+        }
+        let mut a = addr;
+        while a < end {
+            let page = a / HBM_PAGE_BYTES;
+            let off = (a % HBM_PAGE_BYTES) as usize;
+            let n = ((HBM_PAGE_BYTES as usize - off) as u64).min(end - a) as usize;
+            if let Some(p) = self.pages.get_mut(&page) {
+                if let Some(s) = p.get_mut(off..off + n) {
+                    s.fill(0);
+                }
+            }
+            a += n as u64;
+        }
+    }
+
+    pub(crate) fn read_unchecked(&self, addr: u64, out: &mut [u8]) {
+        let mut done = 0usize;
+        while done < out.len() {
+            let a = addr + done as u64;
+            let page = a / HBM_PAGE_BYTES;
+            let off = (a % HBM_PAGE_BYTES) as usize;
+            let n = (HBM_PAGE_BYTES as usize - off).min(out.len() - done);
+            let dst = &mut out[done..done + n];
+            match self.pages.get(&page) {
+                Some(p) => dst.copy_from_slice(&p[off..off + n]),
+                None => dst.fill(0),
+            }
+            done += n;
+        }
+    }
+
+    pub(crate) fn write_unchecked(&mut self, addr: u64, data: &[u8]) {
+        let mut done = 0usize;
+        while done < data.len() {
+            let a = addr + done as u64;
+            let page = a / HBM_PAGE_BYTES;
+            let off = (a % HBM_PAGE_BYTES) as usize;
+            let n = (HBM_PAGE_BYTES as usize - off).min(data.len() - done);
+            let src = &data[done..done + n];
+            let p = self
+                .pages
+                .entry(page)
+                .or_insert_with(|| vec![0u8; HBM_PAGE_BYTES as usize].into_boxed_slice());
+            p[off..off + n].copy_from_slice(src);
+            done += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use nrt_core::NrtStatus;
+
+    #[test]
+    fn hbm_is_sparse_and_accounted() {
+        let mut h = Hbm::new(1 << 30);
+        let a = h.alloc(512 << 20).unwrap();
+        assert_eq!(h.resident_bytes(), 0);
+        let mut buf = [1u8; 16];
+        h.read(a + 12345, &mut buf).unwrap();
+        assert_eq!(buf, [0; 16]);
+        h.write(a + 4090, &[7; 10]).unwrap(); // straddles two pages
+        assert_eq!(h.resident_bytes(), 2 * HBM_PAGE_BYTES);
+        h.read(a + 4088, &mut buf).unwrap();
+        assert_eq!(&buf[..14], &[0, 0, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0]);
+        let b = h.alloc(400 << 20).unwrap();
+        let e = h.alloc(200 << 20).unwrap_err();
+        assert_eq!(e.status(), NrtStatus::Resource);
+        h.free(a).unwrap();
+        assert_eq!(h.resident_bytes(), 0);
+        let c = h.alloc(200 << 20).unwrap();
+        assert_eq!(c, 0);
+        h.read(c + 4090, &mut buf).unwrap();
+        assert_eq!(buf, [0; 16]);
+        assert!(h.write(b + (400 << 20), &[1]).is_err());
+        assert_eq!(h.free(12).unwrap_err().status(), NrtStatus::Invalid);
+    }
+
+    #[test]
+    fn onchip_clear_zeroes_what_was_written() {
+        let mut m = OnChip::new(4, 64);
+        m.write(2, 10, 4).copy_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(m.read(2, 10, 4), &[1, 2, 3, 4]);
+        assert!(m.read(2, 62, 4).is_empty());
+        m.clear();
+        assert_eq!(m.read(2, 10, 4), &[0, 0, 0, 0]);
+    }
+}

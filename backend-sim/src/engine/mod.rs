@@ -1,0 +1,66 @@
+//! A cycle-level NeuronCore-v2 simulator: device memories, the five engine sequencers, 256
+//! semaphores, 16 DMA engines × 16 queues, the published NKI cost rules, deterministic
+//! execution, hazard detection and timeline traces.
+//!
+//! * [`Program`] — a versioned, self-describing program ("NEFF-lite"): named HBM tensors, one
+//!   instruction stream per engine, a DMA descriptor table, initial semaphores.
+//!   [`Program::to_bytes`] / [`Program::from_bytes`]; the format and the ISA are documented in
+//!   `docs/SIM_ISA.md`.
+//! * [`ProgramBuilder`] and [`kernels`] — emit programs (tiled matmul, elementwise, bias +
+//!   activation, two-layer MLP).
+//! * [`Device`] — sparse HBM with capacity accounting and per-core SBUF/PSUM; load a program,
+//!   bind I/O by name, execute.
+//! * [`ExecReport`] — status, ticks, per-unit [`Counters`], notifications, hazards and the
+//!   event log; [`trace::chrome_trace_json`] turns it into a Chrome/Perfetto trace.
+//!
+//! Timing is the cost-rule model [`TIMING_MODEL`]; it is **not validated against hardware**
+//! ([`VALIDATED_AGAINST_HW`] is `false`). Numerics are bit-reproducible on every machine.
+//!
+//! ```
+//! use nrt_sim::Instance;
+//! use nrt_sim::engine::{Device, ExecOptions, kernels, DType, encode_f32, decode_f32};
+//!
+//! let program = kernels::elementwise(kernels::Elementwise::Add, 4, 8, DType::F32).unwrap();
+//! let mut dev = Device::new(Instance::Trn1);
+//! let lp = dev.load(0, program).unwrap();
+//! let a = encode_f32(DType::F32, &[1.0; 32]);
+//! let b = encode_f32(DType::F32, &[2.0; 32]);
+//! let (outs, report) = dev.run(&lp, &[("a", &a), ("b", &b)], &ExecOptions::default()).unwrap();
+//! assert_eq!(decode_f32(DType::F32, &outs[0].1), vec![3.0; 32]);
+//! assert!(report.ticks > 0 && !report.validated_against_hw);
+//! ```
+
+mod builder;
+mod device;
+mod dtype;
+mod exec;
+mod isa;
+pub mod kernels;
+mod math;
+mod memory;
+mod program;
+pub mod trace;
+
+pub use builder::{ProgramBuilder, SemAlloc};
+pub use device::{Device, LoadedProgram, Outputs};
+pub use dtype::{
+    DType, bf16_to_f32, decode_f32, encode_f32, f16_to_f32, f32_to_bf16, f32_to_f16, f32_to_i32,
+    round_through,
+};
+pub use exec::{
+    Access, Actor, Counters, Event, EventKind, ExecOptions, ExecReport, Hazard, Notification,
+    TICKS_PER_SECOND, TIMING_MODEL, Track, VALIDATED_AGAINST_HW, timing,
+};
+pub use isa::{
+    AccessPattern, ActFunc, AluOp, Bias, Dim, DmaDescriptor, DmaEndpoint, EngineId, Instr,
+    MAX_DIMS, MemKind, Region, SemCmp, Space, partition_start_ok,
+};
+pub use math::{exp_f64, gelu_f64, tanh_f64};
+pub use memory::{
+    DMA_ENGINES, DMA_QUEUES, HBM_PAGE_BYTES, Hbm, OnChip, PSUM_BANK_BYTES, PSUM_BANKS,
+    PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES, SBUF_PARTITIONS, SEMAPHORES,
+};
+pub use program::{
+    FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_NAME_BYTES, MAX_RANK,
+    MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, Program, TensorDecl, TensorKind,
+};
