@@ -82,7 +82,7 @@ pub use error::{Error, Message, Result};
 pub use fmt::Level;
 pub use host::{Host, NoHost};
 #[cfg(feature = "alloc")]
-pub use runtime::{ExecMode, ModelHandle, ModelRef};
+pub use runtime::{CompletionHook, ExecMode, ModelHandle, ModelRef, Xu};
 pub use runtime::{FrameworkInfo, FrameworkType, Runtime, RuntimeOptions};
 pub use state::InitState;
 pub use status::{NrtStatus, status_as_str};

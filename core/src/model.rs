@@ -181,6 +181,7 @@ pub struct Model {
     state: AtomicU32,
     io: IoTable,
     staged: Vec<StagedModel>,
+    queued: crate::runtime::QueuedCount,
 }
 
 impl Model {
@@ -194,6 +195,7 @@ impl Model {
             state: AtomicU32::new(MODEL_STATE_READY),
             io,
             staged,
+            queued: crate::runtime::QueuedCount::default(),
         }
     }
 
@@ -225,6 +227,11 @@ impl Model {
     /// What the backend staged, one entry per subgraph.
     pub fn staged(&self) -> &[StagedModel] {
         &self.staged
+    }
+
+    /// Its queued asynchronous executions.
+    pub(crate) fn queued(&self) -> &crate::runtime::QueuedCount {
+        &self.queued
     }
 
     /// Whether the backend runs this model in plumbing mode (no computation).

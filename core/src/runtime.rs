@@ -163,12 +163,22 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     /// Staged subgraphs whose unstage failed; `close` retries them so nothing stays staged.
     #[cfg(feature = "alloc")]
     unstage_retry: spin::Mutex<alloc::vec::Vec<crate::driver::StagedModel>>,
+    /// Async queues, present while INIT.
+    #[cfg(feature = "alloc")]
+    async_state: spin::Mutex<Option<async_exec::AsyncState>>,
 }
 
+#[cfg(feature = "alloc")]
+mod async_exec;
 #[cfg(feature = "alloc")]
 mod exec;
 #[cfg(feature = "alloc")]
 mod models;
+#[cfg(feature = "alloc")]
+pub use async_exec::{
+    AsyncExecCallback, CompletionHook, EXPLICIT_QUEUE_DEPTH, QueuedCount, SEQ_NUM_MAX, XU_TYPES,
+    Xu, seq_id, seq_number, seq_xu_id,
+};
 #[cfg(feature = "alloc")]
 pub use exec::ExecMode;
 #[cfg(feature = "alloc")]
@@ -235,6 +245,8 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             models,
             #[cfg(feature = "alloc")]
             unstage_retry: spin::Mutex::new(alloc::vec::Vec::new()),
+            #[cfg(feature = "alloc")]
+            async_state: spin::Mutex::new(None),
         }
     }
 
@@ -399,6 +411,14 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             .store(s.allocation.lnc_count, Ordering::Relaxed);
         ec.cores_per_device
             .store(s.device.cores_per_device, Ordering::Relaxed);
+        #[cfg(feature = "alloc")]
+        {
+            *self.async_state.lock() = Some(async_exec::AsyncState::new(
+                s.allocation.first_lnc,
+                s.allocation.lnc_count,
+                s.config.async_exec_max_inflight,
+            ));
+        }
         *session = Some(s);
         self.state.set(InitState::Init);
         Ok(())
@@ -844,7 +864,13 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
         // CLOSED before the heavy teardown: concurrent entries see a deterministic non-INIT.
         self.state.set(InitState::Closed);
+        #[cfg(feature = "alloc")]
+        self.drain_all_async();
         self.unload_all_models();
+        #[cfg(feature = "alloc")]
+        {
+            *self.async_state.lock() = None;
+        }
         if let Some(s) = session.take() {
             if !self.driver.is_funtime() {
                 if let Err(e) = self.driver.shutdown_cores(&s.core_params) {

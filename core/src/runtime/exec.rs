@@ -385,48 +385,6 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
         }
     }
 
-    /// Checks one side of the I/O against the model: every model tensor present with its exact
-    /// size, no unknown names.
-    fn validate_io(
-        &self,
-        id: u32,
-        io: &IoTable,
-        set: &TensorSet<'_>,
-        usage: TensorUsage,
-    ) -> Result<()> {
-        let what = usage.as_str();
-        for t in io.tensors(usage) {
-            match set.find(&t.name) {
-                None => {
-                    return Err(self.fail(err!(
-                        Invalid,
-                        "Missing {what} tensor \"{}\" for model {id}",
-                        t.name
-                    )));
-                }
-                Some(x) if x.size() != t.size => {
-                    return Err(self.fail(err!(
-                        Invalid,
-                        "The {what} tensor \"{}\" has {} bytes, model {id} expects {}",
-                        t.name,
-                        x.size(),
-                        t.size
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        for (name, _) in set.iter() {
-            if !io.tensors(usage).iter().any(|t| t.name == name) {
-                return Err(self.fail(err!(
-                    Invalid,
-                    "Unknown {what} tensor \"{name}\" for model {id}"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// `nrt_execute`.
     pub fn execute(
         &self,
@@ -463,12 +421,19 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
             .chain(outputs.iter())
             .filter(|(_, t)| t.is_host_resident())
             .count();
-        if implicit_async && host_resident > 0 {
-            return Err(self.fail(err!(
-                Invalid,
-                "Async exec mode only supports device allocated tensors: model {id} was given \
-                 {host_resident} host tensor(s)"
-            )));
+        if implicit_async {
+            if host_resident > 0 {
+                return Err(self.fail(err!(
+                    Invalid,
+                    "Async exec mode only supports device allocated tensors: model {id} was given \
+                     {host_resident} host tensor(s)"
+                )));
+            }
+            drop(m);
+            for _ in 0..repeat {
+                self.execute_implicit_async(h, inputs, outputs)?;
+            }
+            return Ok(());
         }
         let mut res = ExecResources {
             rt: self,

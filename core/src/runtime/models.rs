@@ -9,9 +9,10 @@ use crate::driver::Driver;
 use crate::error::{Error, Result};
 use crate::fmt::Level;
 use crate::host::Host;
-use crate::model::{MODEL_STATE_READY, Model, TensorInfo, TensorUsage};
+use crate::model::{IoTable, MODEL_STATE_READY, Model, TensorInfo, TensorUsage};
 use crate::registry::{Handle, InsertError, Ref};
 use crate::status::NrtStatus;
+use crate::tensor::TensorSet;
 
 /// A model handle: the registry slot and the model's id. The id is unique within a runtime
 /// (monotone, never reused), so a stale or forged handle never resolves.
@@ -111,6 +112,9 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 format_args!("DLR {id} state {state}, unloading it anyway at close"),
             );
         }
+        // Model-stop of the async modes: its queued executions run first (they hold the handle,
+        // not a reference, so they would otherwise miss after the erase).
+        self.drain_model(probe.queued());
         // Erase: from here new resolutions miss.
         let erased = probe.erase().map_err(|_| self.miss(h))?;
         // Drain, unlocked and without a timeout; never free early.
@@ -239,5 +243,47 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             return Err(self.fail(err!(Invalid, "Input tensor name is NULL")));
         };
         Ok(m.io().input(name).is_some())
+    }
+
+    /// Checks one side of the I/O against the model: every model tensor present with its exact
+    /// size, no unknown names.
+    pub(super) fn validate_io(
+        &self,
+        id: u32,
+        io: &IoTable,
+        set: &TensorSet<'_>,
+        usage: TensorUsage,
+    ) -> Result<()> {
+        let what = usage.as_str();
+        for t in io.tensors(usage) {
+            match set.find(&t.name) {
+                None => {
+                    return Err(self.fail(err!(
+                        Invalid,
+                        "Missing {what} tensor \"{}\" for model {id}",
+                        t.name
+                    )));
+                }
+                Some(x) if x.size() != t.size => {
+                    return Err(self.fail(err!(
+                        Invalid,
+                        "The {what} tensor \"{}\" has {} bytes, model {id} expects {}",
+                        t.name,
+                        x.size(),
+                        t.size
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, _) in set.iter() {
+            if !io.tensors(usage).iter().any(|t| t.name == name) {
+                return Err(self.fail(err!(
+                    Invalid,
+                    "Unknown {what} tensor \"{name}\" for model {id}"
+                )));
+            }
+        }
+        Ok(())
     }
 }

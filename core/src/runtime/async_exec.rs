@@ -1,0 +1,550 @@
+//! Asynchronous execution: the implicit-async mode (`NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS`,
+//! per-core queues behind plain `execute`) and the explicit async API (libnrt 2.31 `nrta_*` v3:
+//! schedule on an execution unit's queue, a sequence id, a status written at completion).
+//!
+//! Queued work is plain data (device buffers, a model handle), so any thread can run it: a host
+//! runs [`Runtime::run_async_worker`] on threads of its own, and threads that must wait for
+//! queued work (`drain`, `unload` of a model with queued executions, `close`) run it themselves
+//! rather than block. Each queue completes its requests in order.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use super::{ModelHandle, Runtime};
+use crate::driver::{Binding, DeviceBuffer, Driver, DriverError, ExecRequest};
+use crate::error::Result;
+use crate::fmt::Level;
+use crate::host::Host;
+use crate::model::TensorUsage;
+use crate::status::NrtStatus;
+use crate::tensor::TensorSet;
+
+/// `nrta_xu_t` (v3): the execution units of a logical core.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Xu {
+    /// `NRTA_XU_TENSOR_OP`.
+    TensorOp = 0,
+    /// `NRTA_XU_COMPUTE`.
+    Compute = 1,
+    /// `NRTA_XU_COLLECTIVES`.
+    Collectives = 2,
+}
+
+/// `NRTA_XU_TYPE_NUM`.
+pub const XU_TYPES: u32 = 3;
+/// `NRTA_SEQ_NUM_MAX`.
+pub const SEQ_NUM_MAX: u64 = (1 << 48) - 1;
+/// Requests one explicit-async queue holds before `NRT_QUEUE_FULL`.
+pub const EXPLICIT_QUEUE_DEPTH: usize = 64;
+
+/// Builds a sequence id: the execution unit id in the top 16 bits, the number in the low 48.
+pub const fn seq_id(xu_id: u16, number: u64) -> u64 {
+    ((xu_id as u64) << 48) | (number & SEQ_NUM_MAX)
+}
+
+/// The execution unit id of a sequence id (`NRTA_SEQ_GET_XU_ID`).
+pub const fn seq_xu_id(seq: u64) -> u16 {
+    (seq >> 48) as u16
+}
+
+/// The number of a sequence id (`NRTA_SEQ_GET_SEQ_NUM`).
+pub const fn seq_number(seq: u64) -> u64 {
+    seq & SEQ_NUM_MAX
+}
+
+/// Called once when a request completes, with its context word and status — how the C layer
+/// writes the caller's `NRT_STATUS *exec_ret`.
+#[derive(Clone, Copy, Debug)]
+pub struct CompletionHook {
+    /// The function.
+    pub call: fn(ctx: usize, seq: u64, status: NrtStatus),
+    /// Its context.
+    pub ctx: usize,
+}
+
+/// The implicit-async completion callback (`nrt_register_async_exec_callback`): params, model
+/// id, logical core, job id, status.
+pub type AsyncExecCallback =
+    fn(params: usize, model_id: u32, vnc: u32, job_id: u64, status: NrtStatus);
+
+#[derive(Clone, Copy, Debug)]
+struct OwnedBinding {
+    /// Index of the tensor in the model's I/O table (per usage).
+    index: u32,
+    buffer: DeviceBuffer,
+    offset: u64,
+}
+
+#[derive(Debug)]
+struct Job {
+    number: u64,
+    model: ModelHandle,
+    inputs: Vec<OwnedBinding>,
+    outputs: Vec<OwnedBinding>,
+    hook: Option<CompletionHook>,
+}
+
+#[derive(Debug)]
+struct Queue {
+    xu_id: u16,
+    /// Absolute logical core.
+    vnc: u32,
+    implicit: bool,
+    capacity: usize,
+    pending: VecDeque<Job>,
+    busy: bool,
+    last_submitted: u64,
+    last_completed: u64,
+}
+
+/// The async state of an initialised runtime: one queue per execution unit of every visible
+/// logical core, plus one implicit-async queue per core when that mode is on.
+#[derive(Debug, Default)]
+pub(crate) struct AsyncState {
+    queues: Vec<Queue>,
+    callback: Option<(AsyncExecCallback, usize)>,
+    next: usize,
+}
+
+/// Counts a model's queued asynchronous executions, so `unload` can drain them first.
+#[derive(Debug, Default)]
+pub struct QueuedCount(pub(crate) AtomicU32);
+
+impl AsyncState {
+    /// Builds the queues for `lnc_count` logical cores from `first_lnc`.
+    pub(crate) fn new(first_lnc: u32, lnc_count: u32, implicit_depth: u32) -> Self {
+        let mut queues = Vec::new();
+        for rel in 0..lnc_count {
+            for xu in 0..XU_TYPES {
+                queues.push(Queue {
+                    xu_id: (rel * XU_TYPES + xu) as u16,
+                    vnc: first_lnc + rel,
+                    implicit: false,
+                    capacity: EXPLICIT_QUEUE_DEPTH,
+                    pending: VecDeque::new(),
+                    busy: false,
+                    last_submitted: 0,
+                    last_completed: 0,
+                });
+            }
+        }
+        if implicit_depth > 0 {
+            for rel in 0..lnc_count {
+                queues.push(Queue {
+                    xu_id: u16::MAX,
+                    vnc: first_lnc + rel,
+                    implicit: true,
+                    capacity: implicit_depth as usize,
+                    pending: VecDeque::new(),
+                    busy: false,
+                    last_submitted: 0,
+                    last_completed: 0,
+                });
+            }
+        }
+        Self {
+            queues,
+            callback: None,
+            next: 0,
+        }
+    }
+
+    fn pending_total(&self) -> usize {
+        self.queues
+            .iter()
+            .map(|q| q.pending.len() + usize::from(q.busy))
+            .sum()
+    }
+}
+
+/// A job taken off a queue, to be run by the caller.
+struct Taken {
+    queue: usize,
+    vnc: u32,
+    implicit: bool,
+    xu_id: u16,
+    job: Job,
+}
+
+impl<D: Driver, H: Host> Runtime<D, H> {
+    fn owned_bindings(
+        &self,
+        id: u32,
+        io: &crate::model::IoTable,
+        set: &TensorSet<'_>,
+        usage: TensorUsage,
+        what: &str,
+    ) -> Result<Vec<OwnedBinding>> {
+        let mut out = Vec::with_capacity(io.tensors(usage).len());
+        for (index, t) in io.tensors(usage).iter().enumerate() {
+            let Some(tensor) = set.find(&t.name) else {
+                continue;
+            };
+            let Some((buffer, offset)) = tensor.device_location() else {
+                return Err(self.fail(err!(
+                    Invalid,
+                    "{what} only supports device allocated tensors: tensor \"{}\" of model {id} is in host memory",
+                    t.name
+                )));
+            };
+            out.push(OwnedBinding {
+                index: index as u32,
+                buffer,
+                offset,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Validates and enqueues an execution on queue `queue_index`.
+    fn enqueue(
+        &self,
+        h: ModelHandle,
+        inputs: &TensorSet<'_>,
+        outputs: &TensorSet<'_>,
+        pick: impl FnOnce(&AsyncState, u32) -> Option<usize>,
+        what: &str,
+        hook: Option<CompletionHook>,
+    ) -> Result<u64> {
+        let m = self.model_ref_for_exec(h)?;
+        let id = h.id();
+        self.validate_io(id, m.io(), inputs, TensorUsage::Input)?;
+        self.validate_io(id, m.io(), outputs, TensorUsage::Output)?;
+        let ins = self.owned_bindings(id, m.io(), inputs, TensorUsage::Input, what)?;
+        let outs = self.owned_bindings(id, m.io(), outputs, TensorUsage::Output, what)?;
+        let vnc = m.vnc();
+        let mut state = self.async_state.lock();
+        let Some(state) = state.as_mut() else {
+            return Err(self.fail(err!(Closed, "NRT already closed")));
+        };
+        let Some(qi) = pick(state, vnc) else {
+            return Err(self.fail(err!(Invalid, "No async queue for Neuron Core {vnc}")));
+        };
+        let Some(q) = state.queues.get_mut(qi) else {
+            return Err(self.fail(err!(Invalid, "No async queue for Neuron Core {vnc}")));
+        };
+        if q.pending.len() + usize::from(q.busy) >= q.capacity {
+            return Err(err!(
+                QueueFull,
+                "The async queue of Neuron Core {vnc} is full ({} requests)",
+                q.capacity
+            ));
+        }
+        q.last_submitted += 1;
+        let number = q.last_submitted;
+        q.pending.push_back(Job {
+            number,
+            model: h,
+            inputs: ins,
+            outputs: outs,
+            hook,
+        });
+        m.queued().0.fetch_add(1, Ordering::AcqRel);
+        Ok(seq_id(q.xu_id, number))
+    }
+
+    /// Implicit-async `execute`: enqueues to the model's core queue (full: `NRT_QUEUE_FULL`).
+    pub(super) fn execute_implicit_async(
+        &self,
+        h: ModelHandle,
+        inputs: &TensorSet<'_>,
+        outputs: &TensorSet<'_>,
+    ) -> Result<()> {
+        self.enqueue(
+            h,
+            inputs,
+            outputs,
+            |s, vnc| s.queues.iter().position(|q| q.implicit && q.vnc == vnc),
+            "Async exec mode",
+            None,
+        )
+        .map(|_| ())
+    }
+
+    /// `nrta_execute_schedule`: schedules an execution on the compute unit of the model's core
+    /// (queue must be 0). Returns the sequence id; `hook` runs with the status at completion.
+    /// Host tensors are `NRT_INVALID`; a full queue is `NRT_QUEUE_FULL`.
+    pub fn execute_schedule(
+        &self,
+        h: ModelHandle,
+        inputs: &TensorSet<'_>,
+        outputs: &TensorSet<'_>,
+        queue: i32,
+        hook: Option<CompletionHook>,
+    ) -> Result<u64> {
+        self.guard()?;
+        if queue != 0 {
+            return Err(self.fail(err!(
+                Invalid,
+                "The compute execution unit has only queue 0, not {queue}"
+            )));
+        }
+        let first = self.exec_config.first_lnc.load(Ordering::Relaxed);
+        self.enqueue(
+            h,
+            inputs,
+            outputs,
+            |s, vnc| {
+                let rel = vnc.checked_sub(first)?;
+                let xu = (rel * XU_TYPES + Xu::Compute as u32) as u16;
+                s.queues.iter().position(|q| !q.implicit && q.xu_id == xu)
+            },
+            "Async APIs",
+            hook,
+        )
+    }
+
+    /// `nrta_is_completed`: whether the request `seq` has completed; an id that was never issued
+    /// is `NRT_INVALID`.
+    pub fn is_completed(&self, seq: u64) -> Result<bool> {
+        self.guard()?;
+        let state = self.async_state.lock();
+        let q = state.as_ref().and_then(|s| {
+            s.queues
+                .iter()
+                .find(|q| !q.implicit && q.xu_id == seq_xu_id(seq))
+        });
+        match q {
+            Some(q) if seq_number(seq) >= 1 && seq_number(seq) <= q.last_submitted => {
+                Ok(seq_number(seq) <= q.last_completed)
+            }
+            _ => Err(self.fail(err!(Invalid, "Invalid sequence id {seq:#x}"))),
+        }
+    }
+
+    /// `nrta_get_sequence`: the last completed sequence id of execution unit `xu` of logical core
+    /// `lnc` (process-relative), queue `queue`.
+    pub fn last_completed_sequence(&self, lnc: u32, xu: Xu, queue: i32) -> Result<u64> {
+        self.guard()?;
+        if queue != 0 {
+            return Err(self.fail(err!(
+                Invalid,
+                "Execution unit {xu:?} has only queue 0, not {queue}"
+            )));
+        }
+        let id = lnc
+            .checked_mul(XU_TYPES)
+            .and_then(|v| v.checked_add(xu as u32))
+            .and_then(|v| u16::try_from(v).ok());
+        let state = self.async_state.lock();
+        match (id, state.as_ref()) {
+            (Some(id), Some(s)) => match s.queues.iter().find(|q| !q.implicit && q.xu_id == id) {
+                Some(q) => Ok(seq_id(id, q.last_completed)),
+                None => Err(self.fail(err!(
+                    Invalid,
+                    "Logical Neuron Core {lnc} is not visible to this process"
+                ))),
+            },
+            _ => Err(self.fail(err!(
+                Invalid,
+                "Logical Neuron Core {lnc} is not visible to this process"
+            ))),
+        }
+    }
+
+    /// `nrt_register_async_exec_callback`: called with every implicit-async completion.
+    pub fn register_async_exec_callback(
+        &self,
+        callback: AsyncExecCallback,
+        params: usize,
+    ) -> Result<()> {
+        self.guard()?;
+        if let Some(s) = self.async_state.lock().as_mut() {
+            s.callback = Some((callback, params));
+        }
+        Ok(())
+    }
+
+    /// Takes the next runnable job (round-robin over queues; one job per queue at a time, so
+    /// each queue completes in order).
+    fn take_job(&self, only: Option<(u32, bool)>) -> Option<Taken> {
+        let mut state = self.async_state.lock();
+        let s = state.as_mut()?;
+        let n = s.queues.len();
+        for k in 0..n {
+            let qi = (s.next + k) % n;
+            let Some(q) = s.queues.get_mut(qi) else {
+                continue;
+            };
+            if q.busy || q.pending.is_empty() {
+                continue;
+            }
+            if let Some((vnc, implicit)) = only {
+                if q.vnc != vnc || q.implicit != implicit {
+                    continue;
+                }
+            }
+            let job = q.pending.pop_front()?;
+            q.busy = true;
+            s.next = qi + 1;
+            return Some(Taken {
+                queue: qi,
+                vnc: q.vnc,
+                implicit: q.implicit,
+                xu_id: q.xu_id,
+                job,
+            });
+        }
+        None
+    }
+
+    fn run_job(&self, t: Taken) {
+        let id = t.job.model.id();
+        let status = match self.resolve_unguarded_quiet(t.job.model) {
+            Err(()) => NrtStatus::InvalidHandle,
+            Ok(m) => {
+                let io = m.io();
+                let bind = |b: &OwnedBinding, usage: TensorUsage| {
+                    io.tensors(usage).get(b.index as usize).map(|t| Binding {
+                        name: &t.name,
+                        buffer: b.buffer,
+                        offset: b.offset,
+                        size: t.size,
+                    })
+                };
+                let ins: Vec<Binding<'_>> = t
+                    .job
+                    .inputs
+                    .iter()
+                    .filter_map(|b| bind(b, TensorUsage::Input))
+                    .collect();
+                let outs: Vec<Binding<'_>> = t
+                    .job
+                    .outputs
+                    .iter()
+                    .filter_map(|b| bind(b, TensorUsage::Output))
+                    .collect();
+                let timeout = self.exec_config.timeout_secs.load(Ordering::Relaxed);
+                let request = ExecRequest {
+                    subgraphs: m.staged(),
+                    inputs: &ins,
+                    outputs: &outs,
+                    timeout_secs: (timeout > 0).then_some(timeout),
+                };
+                let status = match self.driver.execute(&request) {
+                    Ok(()) => NrtStatus::Success,
+                    Err(e) => {
+                        self.log(
+                            Level::Error,
+                            format_args!("Async execution of model {id} failed: {e}"),
+                        );
+                        e.status()
+                    }
+                };
+                m.queued().0.fetch_sub(1, Ordering::AcqRel);
+                status
+            }
+        };
+        let callback = {
+            let mut state = self.async_state.lock();
+            state.as_mut().and_then(|s| {
+                if let Some(q) = s.queues.get_mut(t.queue) {
+                    q.busy = false;
+                    q.last_completed = t.job.number;
+                }
+                s.callback
+            })
+        };
+        if let Some(hook) = t.job.hook {
+            (hook.call)(hook.ctx, seq_id(t.xu_id, t.job.number), status);
+        }
+        if t.implicit {
+            if let Some((cb, params)) = callback {
+                let rel = t
+                    .vnc
+                    .saturating_sub(self.exec_config.first_lnc.load(Ordering::Relaxed));
+                cb(params, id, rel, t.job.number, status);
+            }
+        }
+    }
+
+    /// Runs queued work until none is runnable; returns how many requests ran.
+    pub fn process_async(&self) -> usize {
+        let mut n = 0;
+        while let Some(t) = self.take_job(None) {
+            self.run_job(t);
+            n += 1;
+        }
+        n
+    }
+
+    /// A worker loop for host threads: runs queued work, relaxing through the host when idle,
+    /// until `stop` is set and nothing is left.
+    pub fn run_async_worker(&self, stop: &AtomicBool) {
+        loop {
+            if self.process_async() == 0 {
+                if stop.load(Ordering::Acquire) && self.async_pending() == 0 {
+                    return;
+                }
+                self.host.relax();
+            }
+        }
+    }
+
+    /// Requests queued or running.
+    pub fn async_pending(&self) -> usize {
+        self.async_state
+            .lock()
+            .as_ref()
+            .map_or(0, AsyncState::pending_total)
+    }
+
+    /// `nrt_async_drain_queued_execs`: runs or waits for every queued implicit-async execution of
+    /// (process-relative) logical core `vnc`.
+    pub fn async_drain(&self, vnc: i32) -> Result<()> {
+        self.guard()?;
+        let abs = self.absolute_vnc_checked(vnc)?;
+        loop {
+            let pending = self.async_state.lock().as_ref().map_or(0, |s| {
+                s.queues
+                    .iter()
+                    .filter(|q| q.vnc == abs)
+                    .map(|q| q.pending.len() + usize::from(q.busy))
+                    .sum()
+            });
+            if pending == 0 {
+                return Ok(());
+            }
+            match self
+                .take_job(Some((abs, true)))
+                .or_else(|| self.take_job(Some((abs, false))))
+            {
+                Some(t) => self.run_job(t),
+                None => self.host.relax(),
+            }
+        }
+    }
+
+    /// Runs or waits for the queued executions of a model (its model-stop in async mode).
+    pub(super) fn drain_model(&self, queued: &QueuedCount) {
+        while queued.0.load(Ordering::Acquire) > 0 {
+            match self.take_job(None) {
+                Some(t) => self.run_job(t),
+                None => self.host.relax(),
+            }
+        }
+    }
+
+    fn absolute_vnc_checked(&self, vnc: i32) -> Result<u32> {
+        let count = self.exec_config.lnc_count.load(Ordering::Relaxed);
+        match u32::try_from(vnc) {
+            Ok(v) if v < count => Ok(self.exec_config.first_lnc.load(Ordering::Relaxed) + v),
+            _ => Err(self.fail(err!(
+                Invalid,
+                "Logical Neuron Core {vnc} is not visible to this process (visible: 0-{})",
+                count.saturating_sub(1)
+            ))),
+        }
+    }
+
+    /// Runs everything still queued (used by `close`).
+    pub(super) fn drain_all_async(&self) {
+        while self.async_pending() > 0 {
+            if self.process_async() == 0 {
+                self.host.relax();
+            }
+        }
+    }
+}
