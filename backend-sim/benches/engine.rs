@@ -49,14 +49,24 @@ fn matmul_bench() {
         record_events: false,
         ..ExecOptions::default()
     };
-    for &(m, k, n) in &[(512u64, 512u64, 512u64), (1024, 1024, 1024), (2048, 2048, 2048)] {
+    for &(m, k, n) in &[
+        (512u64, 512u64, 512u64),
+        (1024, 1024, 1024),
+        (2048, 2048, 2048),
+    ] {
         let p = kernels::matmul(m, k, n, DType::Bf16, DType::F32).unwrap();
         let mut dev = Device::new(Instance::Trn1);
         let lp = dev.load(0, p).unwrap();
-        let a: Vec<f32> = (0..k * m).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect();
-        let b: Vec<f32> = (0..k * n).map(|i| ((i * 104_729) % 1000) as f32 / 1000.0).collect();
-        dev.write_tensor(&lp, "lhs_t", &encode_f32(DType::Bf16, &a)).unwrap();
-        dev.write_tensor(&lp, "rhs", &encode_f32(DType::Bf16, &b)).unwrap();
+        let a: Vec<f32> = (0..k * m)
+            .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
+            .collect();
+        let b: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 104_729) % 1000) as f32 / 1000.0)
+            .collect();
+        dev.write_tensor(&lp, "lhs_t", &encode_f32(DType::Bf16, &a))
+            .unwrap();
+        dev.write_tensor(&lp, "rhs", &encode_f32(DType::Bf16, &b))
+            .unwrap();
         let mut ticks = 0;
         let sim = best_of(3, || {
             let t = Instant::now();
@@ -121,7 +131,12 @@ fn idle_skip_bench() {
         ..ExecOptions::default()
     };
     for &(label, rounds, engines, descs) in &[
-        ("1 DMA engine, 8 KiB descriptors (engine-bound)", 200u32, 1usize, 16u32),
+        (
+            "1 DMA engine, 8 KiB descriptors (engine-bound)",
+            200u32,
+            1usize,
+            16u32,
+        ),
         ("16 DMA engines, 1 MiB rounds (HBM-bound)", 50, 16, 128),
     ] {
         let p = dma_program(rounds, engines, descs);
@@ -166,7 +181,9 @@ fn idle_skip_bench() {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not: then do nothing.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("engine bench: run with `cargo bench -p nrt-sim --bench engine`");
         return;
     }
     matmul_bench();

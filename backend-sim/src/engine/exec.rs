@@ -427,6 +427,136 @@ struct AccessRec {
     tick: u64,
 }
 
+/// Access records indexed by location: one bucket per SBUF / PSUM partition and per 64 KiB of
+/// HBM, each split into writes and reads, so a check only visits records that can conflict
+/// (a read only needs the writes).
+struct Shadow {
+    recs: Vec<AccessRec>,
+    sbuf: Vec<Bucket>,
+    psum: Vec<Bucket>,
+    hbm: std::collections::BTreeMap<u64, Bucket>,
+}
+
+#[derive(Clone, Default)]
+struct Bucket {
+    writes: Vec<u32>,
+    reads: Vec<u32>,
+}
+
+const HBM_BUCKET_SHIFT: u32 = 16;
+
+impl Shadow {
+    fn new() -> Self {
+        Self {
+            recs: Vec::new(),
+            sbuf: vec![Bucket::default(); super::memory::SBUF_PARTITIONS],
+            psum: vec![Bucket::default(); super::memory::PSUM_PARTITIONS],
+            hbm: std::collections::BTreeMap::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// Visits the records that may conflict with an access of `region` (writes; and reads
+    /// too when `write`) until `f` returns `true`.
+    fn for_each_candidate(
+        &self,
+        region: &Region,
+        write: bool,
+        mut f: impl FnMut(&AccessRec) -> bool,
+    ) {
+        let recs = &self.recs;
+        let mut visit = |b: &Bucket| -> bool {
+            let mut hit = |i: &u32| recs.get(*i as usize).is_some_and(&mut f);
+            b.writes.iter().any(&mut hit) || (write && b.reads.iter().any(&mut hit))
+        };
+        match region.mem {
+            MemKind::Sbuf | MemKind::Psum => {
+                let buckets = if region.mem == MemKind::Sbuf {
+                    &self.sbuf
+                } else {
+                    &self.psum
+                };
+                for p in region.p0..region.p1 {
+                    if let Some(b) = buckets.get(p as usize) {
+                        if visit(b) {
+                            return;
+                        }
+                    }
+                }
+            }
+            MemKind::Hbm => {
+                if region.b1 <= region.b0 {
+                    return;
+                }
+                let lo = region.b0 >> HBM_BUCKET_SHIFT;
+                let hi = (region.b1 - 1) >> HBM_BUCKET_SHIFT;
+                for (_, b) in self.hbm.range(lo..=hi) {
+                    if visit(b) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn index(&mut self, i: u32) {
+        let Some(r) = self.recs.get(i as usize) else {
+            return;
+        };
+        let (region, write) = (r.region, r.write);
+        let push = |b: &mut Bucket| {
+            if write {
+                b.writes.push(i);
+            } else {
+                b.reads.push(i);
+            }
+        };
+        match region.mem {
+            MemKind::Sbuf | MemKind::Psum => {
+                let buckets = if region.mem == MemKind::Sbuf {
+                    &mut self.sbuf
+                } else {
+                    &mut self.psum
+                };
+                for p in region.p0..region.p1 {
+                    if let Some(b) = buckets.get_mut(p as usize) {
+                        push(b);
+                    }
+                }
+            }
+            MemKind::Hbm => {
+                if region.b1 > region.b0 {
+                    let lo = region.b0 >> HBM_BUCKET_SHIFT;
+                    let hi = (region.b1 - 1) >> HBM_BUCKET_SHIFT;
+                    for k in lo..=hi {
+                        push(self.hbm.entry(k).or_default());
+                    }
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, r: AccessRec) {
+        self.recs.push(r);
+        self.index((self.recs.len() - 1) as u32);
+    }
+
+    fn retain(&mut self, keep: impl FnMut(&AccessRec) -> bool) {
+        self.recs.retain(keep);
+        for b in self.sbuf.iter_mut().chain(self.psum.iter_mut()) {
+            b.writes.clear();
+            b.reads.clear();
+        }
+        self.hbm.clear();
+        for i in 0..self.recs.len() {
+            self.index(i as u32);
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 struct PortState {
     until: u64,
@@ -457,7 +587,7 @@ struct Machine<'a, 'e> {
     dma: Vec<DmaEng>,
     ports: [PortState; 2],
     stationary: Option<Rc<Stationary>>,
-    records: Vec<AccessRec>,
+    shadow: Shadow,
     prune_at: usize,
     report: ExecReport,
     scratch: Vec<u8>,
@@ -517,8 +647,8 @@ pub(crate) fn execute(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecReport {
             .collect(),
         ports: [PortState { until: 0 }; 2],
         stationary: None,
-        records: Vec::new(),
-        prune_at: 256,
+        shadow: Shadow::new(),
+        prune_at: 4096,
         report: ExecReport {
             status: NrtStatus::Success,
             error: None,
@@ -963,14 +1093,15 @@ impl Machine<'_, '_> {
         actor: Actor,
     ) {
         let t = self.t;
-        for r in &self.records {
+        let mut found: Option<Hazard> = None;
+        self.shadow.for_each_candidate(&region, write, |r| {
             if r.agent == agent || !(r.write || write) || !r.region.overlaps(&region) {
-                continue;
+                return false;
             }
             if clock.get(r.agent).copied().unwrap_or(0) >= r.epoch {
-                continue;
+                return false;
             }
-            let h = Hazard {
+            found = Some(Hazard {
                 first: Access {
                     actor: r.actor,
                     region: r.region,
@@ -983,7 +1114,10 @@ impl Machine<'_, '_> {
                     write,
                     tick: t,
                 },
-            };
+            });
+            true
+        });
+        if let Some(h) = found {
             if self.report.error.is_none() {
                 self.report.status = NrtStatus::ExecCompletedWithErr;
                 self.report.error = Some(err!(ExecCompletedWithErr, "{h}"));
@@ -991,10 +1125,9 @@ impl Machine<'_, '_> {
             if self.report.hazards.len() < self.opts.max_hazards {
                 self.report.hazards.push(h);
             }
-            break;
         }
         let epoch = clock.get(agent).copied().unwrap_or(0);
-        self.records.push(AccessRec {
+        self.shadow.insert(AccessRec {
             region,
             write,
             agent,
@@ -1002,7 +1135,7 @@ impl Machine<'_, '_> {
             actor,
             tick: t,
         });
-        if self.records.len() >= self.prune_at {
+        if self.shadow.len() >= self.prune_at {
             self.prune();
         }
     }
@@ -1020,12 +1153,12 @@ impl Machine<'_, '_> {
                 observers.push(&tr.clock);
             }
         }
-        self.records.retain(|r| {
+        self.shadow.retain(|r| {
             observers
                 .iter()
                 .any(|c| c.get(r.agent).copied().unwrap_or(0) < r.epoch)
         });
-        self.prune_at = (self.records.len() * 2).max(256);
+        self.prune_at = (self.shadow.len() * 2).max(4096);
     }
 
     // ---- functional effects -------------------------------------------------------------
