@@ -23,7 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
-mod hbm;
+pub mod neff;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -157,17 +157,34 @@ impl SimConfig {
 pub struct SimError {
     kind: ErrorKind,
     what: &'static str,
+    detail: Option<String>,
 }
 
 impl SimError {
     const fn new(kind: ErrorKind, what: &'static str) -> Self {
-        Self { kind, what }
+        Self {
+            kind,
+            what,
+            detail: None,
+        }
+    }
+
+    fn with_detail(kind: ErrorKind, what: &'static str, detail: &nrt_core::Error) -> Self {
+        Self {
+            kind,
+            what,
+            detail: Some(detail.message().to_string()),
+        }
     }
 }
 
 impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "simulated driver: {}", self.what)
+        write!(f, "simulated driver: {}", self.what)?;
+        if let Some(d) = &self.detail {
+            write!(f, ": {d}")?;
+        }
+        Ok(())
     }
 }
 
@@ -193,10 +210,10 @@ pub struct CoreState {
 }
 
 /// One device's HBM and the driver handle owning each allocation.
-type DeviceState = (hbm::DeviceHbm, BTreeMap<u64, u64>);
+type DeviceState = (engine::Device, BTreeMap<u64, u64>);
 
 /// A model staged on a simulated core.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct StagedState {
     /// The driver handle that staged it.
     pub owner: u64,
@@ -206,8 +223,9 @@ pub struct StagedState {
     pub pcore: u32,
     /// Stopped on its engine (ready to be unstaged).
     pub stopped: bool,
-    /// The simulator program; `None` for a compiler NEFF (plumbing mode).
-    pub program: Option<Arc<[u8]>>,
+    /// The simulator program loaded on the core (its tensors in the device's HBM); `None` for
+    /// a compiler NEFF (plumbing mode).
+    pub loaded: Option<engine::LoadedProgram>,
 }
 
 /// A simulated machine: devices, cores, the reservation table and the staged models, shared
@@ -220,6 +238,7 @@ pub struct SimMachine {
     /// Per device: its HBM, and which driver handle owns each allocation.
     hbm: Vec<Mutex<DeviceState>>,
     executions: AtomicU64,
+    last_ticks: AtomicU64,
     next_owner: AtomicU64,
     next_model: AtomicU64,
 }
@@ -233,14 +252,10 @@ impl SimMachine {
             cores: Mutex::new(vec![CoreState::default(); n]),
             staged: Mutex::new(BTreeMap::new()),
             hbm: (0..config.device_count.min(64))
-                .map(|_| {
-                    Mutex::new((
-                        hbm::DeviceHbm::new(config.instance.hbm_bytes_per_device()),
-                        BTreeMap::new(),
-                    ))
-                })
+                .map(|_| Mutex::new((engine::Device::new(config.instance), BTreeMap::new())))
                 .collect(),
             executions: AtomicU64::new(0),
+            last_ticks: AtomicU64::new(0),
             next_owner: AtomicU64::new(1),
             next_model: AtomicU64::new(1),
         })
@@ -262,7 +277,7 @@ impl SimMachine {
 
     /// Device memory allocated on device `device`, in bytes (whole pages).
     pub fn device_bytes_allocated(&self, device: u32) -> u64 {
-        self.device(device).map_or(0, |d| d.0.allocated())
+        self.device(device).map_or(0, |d| d.0.hbm().allocated())
     }
 
     /// Device memory allocated over all devices, in bytes.
@@ -270,6 +285,11 @@ impl SimMachine {
         (0..self.hbm.len() as u32)
             .map(|d| self.device_bytes_allocated(d))
             .sum()
+    }
+
+    /// Simulated ticks (1 tick = 1 cycle at 1.4 GHz) of the last program run.
+    pub fn last_ticks(&self) -> u64 {
+        self.last_ticks.load(Ordering::Relaxed)
     }
 
     /// Executions run so far.
@@ -405,9 +425,22 @@ impl SimDriver {
 
 impl Drop for SimDriver {
     fn drop(&mut self) {
-        self.machine
-            .staged_table()
-            .retain(|_, m| m.owner != self.owner);
+        let mine: Vec<StagedState> = {
+            let mut table = self.machine.staged_table();
+            let keys: Vec<u64> = table
+                .iter()
+                .filter(|(_, m)| m.owner == self.owner)
+                .map(|(k, _)| *k)
+                .collect();
+            keys.iter().filter_map(|k| table.remove(k)).collect()
+        };
+        for state in mine {
+            if let Some(lp) = state.loaded {
+                if let Some(mut dev) = self.machine.device(self.device_of_pcore(state.pcore)) {
+                    let _ = dev.0.unload(lp);
+                }
+            }
+        }
         for d in 0..self.machine.hbm.len() as u32 {
             if let Some(mut dev) = self.machine.device(d) {
                 let (hbm, owners) = &mut *dev;
@@ -418,7 +451,7 @@ impl Drop for SimDriver {
                     .collect();
                 for a in mine {
                     owners.remove(&a);
-                    let _ = hbm.free(a);
+                    let _ = hbm.hbm_mut().free(a);
                 }
             }
         }
@@ -570,18 +603,31 @@ impl Driver for SimDriver {
     }
 
     fn unstage_model(&self, model: StagedModel) -> Result<(), SimError> {
-        let mut table = self.machine.staged_table();
-        match table.get(&model.handle) {
-            // Unstaging frees the model whether or not its stop succeeded.
-            Some(m) if m.owner == self.owner && m.vnc == model.vnc => {
-                table.remove(&model.handle);
-                Ok(())
+        let removed = {
+            let mut table = self.machine.staged_table();
+            match table.get(&model.handle) {
+                // Unstaging frees the model whether or not its stop succeeded.
+                Some(m) if m.owner == self.owner && m.vnc == model.vnc => {
+                    table.remove(&model.handle)
+                }
+                _ => None,
             }
-            _ => Err(SimError::new(
+        };
+        let Some(state) = removed else {
+            return Err(SimError::new(
                 ErrorKind::InvalidArgument,
                 "no such staged model",
-            )),
+            ));
+        };
+        if let Some(lp) = state.loaded {
+            let device = self.device_of_pcore(state.pcore);
+            if let Some(mut dev) = self.machine.device(device) {
+                dev.0
+                    .unload(lp)
+                    .map_err(|e| SimError::with_detail(ErrorKind::Other, "unload failed", &e))?;
+            }
         }
+        Ok(())
     }
 
     fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, SimError> {
@@ -591,7 +637,34 @@ impl Driver for SimDriver {
                 "no such physical core",
             ));
         }
+        let loaded = match image.program {
+            None => None,
+            Some(bytes) => {
+                let program = engine::Program::from_bytes(bytes).map_err(|e| {
+                    SimError::with_detail(
+                        ErrorKind::InvalidArgument,
+                        "invalid simulator program",
+                        &e,
+                    )
+                })?;
+                let per_device = self.machine.config.instance.cores_per_device();
+                let mut dev = self
+                    .machine
+                    .device(self.device_of_pcore(image.pcore))
+                    .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
+                let lp = dev.0.load(image.pcore % per_device, program).map_err(|e| {
+                    let kind = if e.status() == nrt_core::NrtStatus::Resource {
+                        ErrorKind::OutOfMemory
+                    } else {
+                        ErrorKind::InvalidArgument
+                    };
+                    SimError::with_detail(kind, "cannot load the simulator program", &e)
+                })?;
+                Some(lp)
+            }
+        };
         let handle = self.machine.next_model.fetch_add(1, Ordering::Relaxed);
+        let plumbing = loaded.is_none();
         self.machine.staged_table().insert(
             handle,
             StagedState {
@@ -599,13 +672,13 @@ impl Driver for SimDriver {
                 vnc: image.vnc,
                 pcore: image.pcore,
                 stopped: false,
-                program: image.program.map(Arc::from),
+                loaded,
             },
         );
         Ok(StagedModel {
             vnc: image.vnc,
             handle,
-            plumbing: image.program.is_none(),
+            plumbing,
         })
     }
 
@@ -616,6 +689,7 @@ impl Driver for SimDriver {
             .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
         let (hbm, owners) = &mut *dev;
         let addr = hbm
+            .hbm_mut()
             .alloc(size)
             .map_err(|_| SimError::new(ErrorKind::OutOfMemory, "device memory exhausted"))?;
         owners.insert(addr, self.owner);
@@ -626,20 +700,24 @@ impl Driver for SimDriver {
         let mut dev = self.own_buffer(buffer)?;
         let (hbm, owners) = &mut *dev;
         owners.remove(&buffer.addr);
-        hbm.free(buffer.addr)
+        hbm.hbm_mut()
+            .free(buffer.addr)
             .map_err(|_| SimError::new(ErrorKind::InvalidArgument, "not allocated"))
     }
 
     fn write_device(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<(), SimError> {
         let mut dev = self.own_buffer(b)?;
         let addr = range(b, offset, data.len() as u64)?;
-        dev.0.write(addr, data).map_err(|_| out_of_range())
+        dev.0
+            .hbm_mut()
+            .write(addr, data)
+            .map_err(|_| out_of_range())
     }
 
     fn read_device(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<(), SimError> {
         let dev = self.own_buffer(b)?;
         let addr = range(b, offset, out.len() as u64)?;
-        dev.0.read(addr, out).map_err(|_| out_of_range())
+        dev.0.hbm().read(addr, out).map_err(|_| out_of_range())
     }
 
     fn copy_device(
@@ -660,10 +738,12 @@ impl Driver for SimDriver {
             let buf = chunk.get_mut(..n).unwrap_or(&mut []);
             self.own_buffer(src)?
                 .0
+                .hbm()
                 .read(from + done, buf)
                 .map_err(|_| out_of_range())?;
             self.own_buffer(dst)?
                 .0
+                .hbm_mut()
                 .write(to + done, buf)
                 .map_err(|_| out_of_range())?;
             done += n as u64;
@@ -680,22 +760,27 @@ impl Driver for SimDriver {
     ) -> Result<(), SimError> {
         let mut dev = self.own_buffer(b)?;
         let addr = range(b, offset, len)?;
-        dev.0.memset(addr, value, len).map_err(|_| out_of_range())
+        let chunk = [value; 4096];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(chunk.len() as u64) as usize;
+            dev.0
+                .hbm_mut()
+                .write(addr + done, chunk.get(..n).unwrap_or(&[]))
+                .map_err(|_| out_of_range())?;
+            done += n as u64;
+        }
+        Ok(())
     }
 
     fn execute(&self, request: &ExecRequest<'_>) -> Result<(), SimError> {
-        {
-            let table = self.machine.staged_table();
-            for s in request.subgraphs {
+        let mut plumbing = false;
+        for s in request.subgraphs {
+            // Take what is needed out of the table: the program runs without it locked.
+            let (pcore, loaded) = {
+                let table = self.machine.staged_table();
                 match table.get(&s.handle) {
-                    Some(m) if m.owner == self.owner && !m.stopped => {
-                        if m.program.is_some() {
-                            return Err(SimError::new(
-                                ErrorKind::Unsupported,
-                                "simulator programs are not executable yet",
-                            ));
-                        }
-                    }
+                    Some(m) if m.owner == self.owner && !m.stopped => (m.pcore, m.loaded.clone()),
                     _ => {
                         return Err(SimError::new(
                             ErrorKind::InvalidArgument,
@@ -703,14 +788,87 @@ impl Driver for SimDriver {
                         ));
                     }
                 }
+            };
+            match loaded {
+                None => plumbing = true,
+                Some(lp) => self.run_program(pcore, &lp, request)?,
             }
         }
-        // Plumbing mode (no program): outputs are zero-filled, inputs are not read.
-        for o in request.outputs {
-            self.memset_device(o.buffer, o.offset, 0, o.size)?;
+        if plumbing {
+            // Plumbing mode (no program): outputs are zero-filled, inputs are not read.
+            for o in request.outputs {
+                self.memset_device(o.buffer, o.offset, 0, o.size)?;
+            }
         }
         self.machine.executions.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+impl SimDriver {
+    fn device_of_pcore(&self, pcore: u32) -> u32 {
+        pcore / self.machine.config.instance.cores_per_device().max(1)
+    }
+
+    /// Runs one subgraph's program with its I/O tensors bound to the request's buffers.
+    fn run_program(
+        &self,
+        pcore: u32,
+        lp: &engine::LoadedProgram,
+        request: &ExecRequest<'_>,
+    ) -> Result<(), SimError> {
+        let device = self.device_of_pcore(pcore);
+        let mut bound = Vec::new();
+        for (i, t) in lp.program().tensors.iter().enumerate() {
+            let binding = match t.kind {
+                engine::TensorKind::Input => request.inputs.iter().find(|b| b.name == t.name),
+                engine::TensorKind::Output => request.outputs.iter().find(|b| b.name == t.name),
+                _ => None,
+            };
+            let Some(b) = binding else { continue };
+            if b.buffer.device != device {
+                return Err(SimError::new(
+                    ErrorKind::InvalidArgument,
+                    "tensor on another device than the model",
+                ));
+            }
+            if Some(b.size) != t.size_bytes() {
+                return Err(SimError::new(
+                    ErrorKind::InvalidArgument,
+                    "tensor size differs from the program's",
+                ));
+            }
+            bound.push((i, range(b.buffer, b.offset, b.size)?));
+        }
+        let max_ticks = request
+            .timeout_secs
+            .map_or(engine::ExecOptions::default().max_ticks, |s| {
+                u64::from(s).saturating_mul(engine::TICKS_PER_SECOND)
+            });
+        let opts = engine::ExecOptions {
+            max_ticks,
+            record_events: false,
+            ..Default::default()
+        };
+        let report = {
+            let mut dev = self
+                .machine
+                .device(device)
+                .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
+            dev.0.execute_bound(lp, &bound, &opts).map_err(|e| {
+                SimError::with_detail(ErrorKind::InvalidArgument, "cannot run the program", &e)
+            })?
+        };
+        self.machine
+            .last_ticks
+            .store(report.ticks, Ordering::Relaxed);
+        report.result().map_err(|e| {
+            let kind = match e.status() {
+                nrt_core::NrtStatus::Timeout => ErrorKind::Timeout,
+                _ => ErrorKind::Execution,
+            };
+            SimError::with_detail(kind, "execution failed", &e)
+        })
     }
 }
 

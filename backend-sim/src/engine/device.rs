@@ -262,6 +262,57 @@ impl Device {
         Ok(execute(&mut env, opts))
     }
 
+    /// Executes a loaded program with some of its tensors bound to other HBM addresses of this
+    /// device (`bound`: tensor index → address): how a runtime runs a model on the caller's
+    /// device tensors without copying them. Bound tensors must lie inside allocations of this
+    /// device's HBM; bound outputs are zeroed before the run like the program's own.
+    pub fn execute_bound(
+        &mut self,
+        lp: &LoadedProgram,
+        bound: &[(usize, u64)],
+        opts: &ExecOptions,
+    ) -> Result<ExecReport, Error> {
+        self.check_owner(lp)?;
+        let mut bases = lp.bases.clone();
+        for &(i, addr) in bound {
+            let (Some(slot), Some(t)) = (bases.get_mut(i), lp.program.tensors.get(i)) else {
+                return Err(err!(Invalid, "no tensor {i} in '{}'", lp.program.name));
+            };
+            let size = t.size_bytes().unwrap_or(u64::MAX);
+            if !self.hbm.is_allocated(addr, size) {
+                return Err(err!(
+                    Invalid,
+                    "tensor '{}' ({size} bytes) bound to {addr:#x}, outside any allocation",
+                    t.name
+                ));
+            }
+            *slot = addr;
+        }
+        for (t, &b) in lp.program.tensors.iter().zip(&bases) {
+            if matches!(t.kind, TensorKind::Output | TensorKind::Scratch) {
+                self.hbm.zero_range(b, t.size_bytes().unwrap_or(0));
+            }
+        }
+        let slot = self
+            .cores
+            .get_mut(lp.core as usize)
+            .ok_or_else(|| err!(Invalid, "core {} does not exist", lp.core))?;
+        let core = slot.get_or_insert_with(|| CoreMem {
+            sbuf: OnChip::sbuf(),
+            psum: OnChip::psum(),
+        });
+        core.sbuf.clear();
+        core.psum.clear();
+        let mut env = ExecEnv {
+            program: &lp.program,
+            bases: &bases,
+            hbm: &mut self.hbm,
+            sbuf: &mut core.sbuf,
+            psum: &mut core.psum,
+        };
+        Ok(execute(&mut env, opts))
+    }
+
     /// Writes `inputs` by name, executes, and returns every output tensor by name with the
     /// report; an execution error (hazard, timeout) is returned as the error.
     pub fn run(

@@ -344,6 +344,39 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
     }
 
+    /// Records a request that was carried out at once (the C library's tensor operations on
+    /// the tensor-op unit): issues its sequence id on `xu` of process-relative core `lnc`,
+    /// already completed.
+    pub fn record_completed(&self, lnc: u32, xu: Xu) -> Result<u64> {
+        self.guard()?;
+        let id = lnc
+            .checked_mul(XU_TYPES)
+            .and_then(|v| v.checked_add(xu as u32))
+            .and_then(|v| u16::try_from(v).ok());
+        let mut state = self.async_state.lock();
+        let q = id.and_then(|id| {
+            state
+                .as_mut()
+                .and_then(|s| s.queues.iter_mut().find(|q| !q.implicit && q.xu_id == id))
+        });
+        match q {
+            Some(q) if q.pending.is_empty() && !q.busy => {
+                q.last_submitted += 1;
+                q.last_completed = q.last_submitted;
+                Ok(seq_id(q.xu_id, q.last_submitted))
+            }
+            Some(q) => Err(err!(
+                QueueFull,
+                "Execution unit {xu:?} of core {lnc} is busy ({} queued)",
+                q.pending.len()
+            )),
+            None => Err(self.fail(err!(
+                Invalid,
+                "Logical Neuron Core {lnc} is not visible to this process"
+            ))),
+        }
+    }
+
     /// `nrt_register_async_exec_callback`: called with every implicit-async completion.
     pub fn register_async_exec_callback(
         &self,
