@@ -108,6 +108,9 @@ pub struct SimConfig {
     pub device_count: u32,
     /// `None`: funtime mode (no driver). `Some`: emulate a kernel driver.
     pub emulate_driver: Option<DriverEmulation>,
+    /// Refuse to stage NEFFs without a simulator program (compiler NEFFs) instead of running
+    /// them in plumbing mode.
+    pub refuse_plumbing: bool,
 }
 
 /// The kernel driver a simulated machine pretends to have.
@@ -126,6 +129,7 @@ impl SimConfig {
             instance,
             device_count,
             emulate_driver: None,
+            refuse_plumbing: false,
         }
     }
 
@@ -142,6 +146,7 @@ impl SimConfig {
                 }),
                 compat: Some(instance.driver_compat_range()),
             }),
+            refuse_plumbing: false,
         }
     }
 
@@ -638,6 +643,13 @@ impl Driver for SimDriver {
             ));
         }
         let loaded = match image.program {
+            None if self.machine.config.refuse_plumbing => {
+                return Err(SimError::new(
+                    ErrorKind::Unsupported,
+                    "this NEFF carries no simulator program and plumbing mode is disabled \
+                     (NEURON_RT_SIM_PLUMBING=0)",
+                ));
+            }
             None => None,
             Some(bytes) => {
                 let program = engine::Program::from_bytes(bytes).map_err(|e| {

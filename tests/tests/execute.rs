@@ -469,3 +469,19 @@ fn every_injected_failure_in_a_cycle_leaves_nothing_behind() {
         assert_eq!(machine.total_device_bytes_allocated(), 0);
     }
 }
+
+#[test]
+fn plumbing_mode_can_be_refused() {
+    let machine = SimMachine::new(SimConfig {
+        refuse_plumbing: true,
+        ..SimConfig::funtime(Instance::Trn2, 1)
+    });
+    let rt = Runtime::new(SimDriver::attach(&machine));
+    init(&rt, &[]).unwrap();
+    assert_err(
+        rt.load(&fixture(), 0, -1).map(|_| ()),
+        NrtStatus::Failure,
+        "Failed to stage subgraph sg00 of file.neff on Neuron Core 0: simulated driver: this NEFF carries no simulator program and plumbing mode is disabled (NEURON_RT_SIM_PLUMBING=0)",
+    );
+    assert!(machine.staged_models().is_empty());
+}

@@ -34,6 +34,7 @@ fn emulated_with(
             version: Some(version),
             compat: Some(compat),
         }),
+        refuse_plumbing: false,
     })
 }
 
@@ -439,6 +440,7 @@ fn unreadable_driver_version_returns_invalid() {
             version: None,
             compat: Some(CompatRange { min: 5, max: 7 }),
         }),
+        refuse_plumbing: false,
     });
     let (rt, _host) = runtime_on(&m);
     assert_err_prefix(
@@ -479,6 +481,7 @@ fn unreadable_compat_range_returns_invalid() {
             }),
             compat: None,
         }),
+        refuse_plumbing: false,
     });
     let (rt, _host) = runtime_on(&m);
     assert_err_prefix(
