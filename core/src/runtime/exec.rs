@@ -149,7 +149,7 @@ impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
 
 impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
     /// The relative logical core `vnc` as an absolute one; `NRT_INVALID` if not visible.
-    fn absolute_lnc(&self, vnc: i32) -> Result<u32> {
+    pub(crate) fn absolute_lnc(&self, vnc: i32) -> Result<u32> {
         let count = self.exec_config.lnc_count.load(Ordering::Relaxed);
         match u32::try_from(vnc) {
             Ok(v) if v < count => Ok(self.exec_config.first_lnc.load(Ordering::Relaxed) + v),

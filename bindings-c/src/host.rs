@@ -1,0 +1,122 @@
+//! The host of the C library: log lines in libnrt's style (`NRT:<function> <message>`) to the
+//! console or syslog, fork detection, per-thread registry rows, parallel staging.
+
+use std::cell::Cell;
+use std::ffi::CString;
+use std::fmt::{self, Write as _};
+use std::io::Write as _;
+
+use nrt_core::reader::{HeavyBarrier, ReaderId};
+use nrt_core::{Host, Level};
+
+thread_local! {
+    /// The exported function the calling thread is in (set by the FFI macro).
+    static CURRENT: Cell<&'static str> = const { Cell::new("nrt") };
+}
+
+/// Marks the calling thread as inside `name` until the guard drops.
+pub(crate) struct InCall(&'static str);
+
+impl InCall {
+    pub(crate) fn enter(name: &'static str) -> Self {
+        Self(CURRENT.with(|c| c.replace(name)))
+    }
+}
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+/// Where log lines go (`NEURON_RT_LOG_LOCATION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogLocation {
+    Console,
+    Syslog,
+}
+
+#[derive(Debug)]
+pub(crate) struct CHost {
+    location: LogLocation,
+    /// `NEURON_RT_LOG_LEVEL=QUIET` silences even the records logged before `nrt_init` applies
+    /// the configuration.
+    quiet: bool,
+}
+
+impl CHost {
+    pub(crate) fn new() -> Self {
+        let location = match std::env::var("NEURON_RT_LOG_LOCATION").as_deref() {
+            Ok(v) if v.eq_ignore_ascii_case("syslog") => LogLocation::Syslog,
+            _ => LogLocation::Console,
+        };
+        let quiet =
+            std::env::var("NEURON_RT_LOG_LEVEL").is_ok_and(|v| v.eq_ignore_ascii_case("quiet"));
+        Self { location, quiet }
+    }
+}
+
+impl Host for CHost {
+    fn log(&self, level: Level, args: fmt::Arguments<'_>) {
+        if self.quiet {
+            return;
+        }
+        let func = CURRENT.with(Cell::get);
+        let mut line = String::new();
+        match self.location {
+            LogLocation::Console => {
+                let ts = nrt_host::log_timestamp(std::time::SystemTime::now());
+                let _ = writeln!(
+                    line,
+                    "{ts} {}:{} {:<7} NRT:{func} {args}",
+                    std::process::id(),
+                    tid(),
+                    level.as_str()
+                );
+                let _ = std::io::stderr().write_all(line.as_bytes());
+            }
+            LogLocation::Syslog => {
+                let _ = write!(line, "NRT:{func} {args}");
+                let priority = match level {
+                    Level::Error => libc::LOG_ERR,
+                    Level::Warning => libc::LOG_WARNING,
+                    Level::Info => libc::LOG_INFO,
+                    Level::Debug | Level::Trace => libc::LOG_DEBUG,
+                };
+                if let Ok(c) = CString::new(line.replace('\0', " ")) {
+                    // SAFETY: "%s" with one NUL-terminated string argument that outlives the call.
+                    unsafe { libc::syslog(priority, c"%s".as_ptr(), c.as_ptr()) };
+                }
+            }
+        }
+    }
+
+    fn register_fork_handlers(&self) -> Result<(), i32> {
+        nrt_host::register_fork_handlers()
+    }
+
+    fn fork_generation(&self) -> u32 {
+        nrt_host::fork_generation()
+    }
+
+    fn relax(&self) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+
+    fn reader_id(&self) -> ReaderId {
+        nrt_host::reader_id()
+    }
+
+    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
+        nrt_host::heavy_barrier()
+    }
+
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        nrt_host::run_parallel(n, task);
+    }
+}
+
+fn tid() -> i64 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    i64::from(unsafe { libc::syscall(libc::SYS_gettid) } as i32)
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds and installs libnrt into a temporary prefix, then compiles the C programs of
+# bindings-c/tests/c against the installed headers and library (pkg-config) and runs them on
+# the simulator: natively, under valgrind (no invalid access, no definite leak) and with
+# AddressSanitizer. Exits non-zero on any failure.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+work="${NRT_C_TEST_DIR:-$root/target/c-tests}"
+prefix="$work/prefix"
+rm -rf "$work"
+mkdir -p "$work"
+
+PROFILE="${PROFILE:-release}" bindings-c/install.sh "$prefix"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+export NEURON_RT_BACKEND=sim NEURON_RT_LOG_LEVEL=QUIET
+
+echo "== exported symbols: only nrt_* (NRT_2.0.0) and nrta_* (NRT_3.0.0)"
+readelf -d "$prefix/lib/libnrt.so.1" | grep -q 'SONAME.*libnrt.so.1'
+syms="$(objdump -T "$prefix/lib/libnrt.so.1" | awk '$2 == "g" && $4 == ".text" {print $6, $7}')"
+echo "$syms" | awk '{print $1}' | sort | uniq -c
+if echo "$syms" | grep -vE '^(NRT_2\.0\.0 nrt_|NRT_3\.0\.0 nrta_)'; then
+  echo "unexpected exports above" >&2
+  exit 1
+fi
+echo "$syms" | grep -q 'NRT_3.0.0 nrta_execute_schedule'
+echo "$syms" | grep -q 'NRT_2.0.0 nrt_init'
+
+echo "== header truth (C11 and C++17)"
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/header_truth.c -o "$work/header_truth"
+"$work/header_truth"
+g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/header_truth.c -o "$work/header_truth_cxx"
+"$work/header_truth_cxx"
+
+echo "== the simulator MLP as a NEFF"
+cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
+
+cflags=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Ibindings-c/tests/c)
+for p in run_neff mlp_check threads errors; do
+  cc "${cflags[@]}" bindings-c/tests/c/$p.c -o "$work/$p" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
+  cc "${cflags[@]}" -g -fsanitize=address,undefined -fno-omit-frame-pointer bindings-c/tests/c/$p.c \
+    -o "$work/${p}_asan" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
+done
+
+arg_for() { if [ "$1" = run_neff ]; then echo "$root/../shared/fixtures/neff/matmul_small.neff"; else echo "$work/mlp"; fi; }
+
+pass=0
+fail=0
+run() {
+  local name="$1"; shift
+  if "$@" > "$work/$name.log" 2>&1; then
+    echo "ok   $name"; pass=$((pass + 1))
+  else
+    echo "FAIL $name"; tail -n 30 "$work/$name.log"; fail=$((fail + 1))
+  fi
+}
+
+for p in run_neff mlp_check threads errors; do
+  run "$p" "$work/$p" "$(arg_for $p)"
+done
+if command -v valgrind > /dev/null; then
+  for p in run_neff mlp_check threads errors; do
+    run "valgrind-$p" valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+      --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
+  done
+else
+  echo "valgrind not installed: valgrind runs skipped" >&2
+  fail=$((fail + 1))
+fi
+for p in run_neff mlp_check threads errors; do
+  run "asan-$p" env ASAN_OPTIONS=detect_leaks=1 "$work/${p}_asan" "$(arg_for $p)"
+done
+
+echo "C programs: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
