@@ -31,10 +31,8 @@ fn a_failed_load_reports_through_the_core_dump_helper() {
         std::env::set_var("NRT_CORE_DUMP_HELPER", &helper);
     }
     // SAFETY: NULL version strings are allowed.
-    assert_eq!(
-        unsafe { nrt::nrt_init(1, std::ptr::null(), std::ptr::null()) },
-        0
-    );
+    let status = unsafe { nrt::nrt_init(1, std::ptr::null(), std::ptr::null()) };
+    assert_eq!(status, 0);
     let truncated = [0u8; 100];
     let mut model: *mut std::ffi::c_void = std::ptr::null_mut();
     // SAFETY: a valid buffer and out-pointer.
