@@ -1,0 +1,343 @@
+//! Backends (the simulator, the Linux driver), the CLI's runtime host, and model loading.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use clap::ValueEnum;
+use nrt_core::lnc::CoreBitmap;
+use nrt_core::model::{TensorInfo, TensorUsage};
+use nrt_core::neff::{self, Neff, ParseOptions, SIM_PROGRAM_MEMBER};
+use nrt_core::{Driver, FrameworkType, Host, Level, Runtime};
+use nrt_host::{EnvVars, StdHost};
+use nrt_sim::Instance;
+use nrt_sim::engine::Program;
+
+use crate::error::{CliError, Context, Result, bail};
+use crate::spec;
+
+/// Which driver the runtime runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Backend {
+    /// The cycle-level simulator: no hardware needed.
+    Sim,
+    /// The Linux kernel driver (`/dev/neuron*`): discovery only for now.
+    Linux,
+}
+
+/// A simulated instance family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum InstanceArg {
+    /// Inferentia2: 2 NeuronCore-v2 per device.
+    Inf2,
+    /// Trainium1: 2 NeuronCore-v2 per device.
+    Trn1,
+    /// Trainium2: 8 physical NeuronCore-v3 per device, logical cores of 2.
+    Trn2,
+}
+
+impl InstanceArg {
+    pub(crate) fn instance(self) -> Instance {
+        match self {
+            InstanceArg::Inf2 => Instance::Inf2,
+            InstanceArg::Trn1 => Instance::Trn1,
+            InstanceArg::Trn2 => Instance::Trn2,
+        }
+    }
+}
+
+/// The runtime's host for the CLI: the std host, except that error records are kept instead
+/// of printed — every failure the CLI reports is one line of its own, carrying the same
+/// message. Records at other levels (only those `NEURON_RT_LOG_LEVEL` lets through) go to
+/// stderr as usual.
+#[derive(Debug, Default)]
+pub(crate) struct CliHost {
+    inner: StdHost,
+    errors: Mutex<Vec<String>>,
+}
+
+impl CliHost {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The error records kept so far.
+    pub(crate) fn take_errors(&self) -> Vec<String> {
+        std::mem::take(&mut *self.errors.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Host for CliHost {
+    fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
+        if level == Level::Error {
+            self.errors
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(args.to_string());
+        } else {
+            self.inner.log(level, args);
+        }
+    }
+    fn register_fork_handlers(&self) -> std::result::Result<(), i32> {
+        self.inner.register_fork_handlers()
+    }
+    fn fork_generation(&self) -> u32 {
+        self.inner.fork_generation()
+    }
+    fn relax(&self) {
+        self.inner.relax();
+    }
+    fn reader_id(&self) -> nrt_core::reader::ReaderId {
+        self.inner.reader_id()
+    }
+    fn heavy_barrier(&self) -> Option<nrt_core::reader::HeavyBarrier> {
+        self.inner.heavy_barrier()
+    }
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        self.inner.run_parallel(n, task);
+    }
+}
+
+/// The CLI's runtime over driver `D`.
+pub(crate) type Rt<D> = Runtime<D, Arc<CliHost>>;
+
+/// `init` with the process environment's `NEURON_RT_*` variables.
+pub(crate) fn init<D: Driver>(rt: &Rt<D>, backend: &str) -> Result<()> {
+    rt.init(FrameworkType::NoFw, "", "", &EnvVars::capture())
+        .map_err(|e| CliError::new(format!("{backend} runtime: {}", e.message())))
+}
+
+/// A runtime error as a CLI error: `what: message`.
+pub(crate) fn rt_err(what: impl std::fmt::Display) -> impl FnOnce(nrt_core::Error) -> CliError {
+    move |e| CliError::new(format!("{what}: {}", e.message()))
+}
+
+/// A hint for a NEFF that needs larger logical cores than the simulated instance has.
+pub(crate) fn lnc_hint(model: &Model, backend: Backend, instance: Instance) -> String {
+    let n = model.neff.subgraphs.len();
+    if backend == Backend::Sim && n > 1 && instance.arch().default_lnc_size() < n as u32 {
+        format!(
+            " (this NEFF has {n} subgraphs, one per physical core of a logical core of {n}: try \
+             --instance trn2)"
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// `0-3,6` for a core set.
+pub(crate) fn ranges(cores: impl IntoIterator<Item = u32>) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut run: Option<(u32, u32)> = None;
+    for c in cores {
+        run = match run {
+            Some((a, b)) if c == b + 1 => Some((a, c)),
+            Some((a, b)) => {
+                out.push(if a == b {
+                    format!("{a}")
+                } else {
+                    format!("{a}-{b}")
+                });
+                Some((c, c))
+            }
+            None => Some((c, c)),
+        };
+    }
+    if let Some((a, b)) = run {
+        out.push(if a == b {
+            format!("{a}")
+        } else {
+            format!("{a}-{b}")
+        });
+    }
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out.join(",")
+    }
+}
+
+/// The physical cores of a bitmap.
+pub(crate) fn bitmap_cores(b: &CoreBitmap) -> Vec<u32> {
+    b.iter().collect()
+}
+
+/// Where a model came from.
+#[derive(Debug)]
+pub(crate) enum Source {
+    /// A NEFF file.
+    Neff,
+    /// A spec, built in memory.
+    Spec {
+        /// Which builder made it.
+        kernel: String,
+        /// Sample data for inputs with a seed or a file.
+        samples: std::collections::BTreeMap<String, Vec<u8>>,
+    },
+}
+
+/// A model ready to load: the NEFF bytes, the parsed NEFF and its simulator programs.
+#[derive(Debug)]
+pub(crate) struct Model {
+    pub(crate) path: PathBuf,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) neff: Neff,
+    /// One per subgraph that carries a simulator program (none for compiler NEFFs).
+    pub(crate) programs: Vec<Program>,
+    pub(crate) source: Source,
+}
+
+impl Model {
+    /// The I/O tensors of one direction, in name order.
+    pub(crate) fn tensors(&self, usage: TensorUsage) -> Vec<TensorInfo> {
+        self.neff
+            .tensors_of(usage)
+            .map(|t| TensorInfo {
+                name: t.name.clone(),
+                size: t.size,
+                dtype: t.dtype,
+                shape: t.shape.clone(),
+            })
+            .collect()
+    }
+
+    /// Whether the NEFF carries no simulator program (plumbing mode on the simulator).
+    pub(crate) fn is_plumbing(&self) -> bool {
+        self.programs.len() < self.neff.subgraphs.len()
+    }
+}
+
+/// Whether `path` names a spec rather than a NEFF (by its `.toml` extension).
+pub(crate) fn is_spec(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+}
+
+/// Parses NEFF bytes and extracts the simulator programs.
+pub(crate) fn parse_neff(path: &Path, bytes: &[u8]) -> Result<(Neff, Vec<Program>)> {
+    let shown = path.display();
+    let neff = neff::parse(bytes, &ParseOptions::default())
+        .map_err(|e| CliError::new(format!("{shown}: {}", e.message())))?;
+    let mut programs = Vec::new();
+    for sg in &neff.subgraphs {
+        if let Some(p) = sg.member(SIM_PROGRAM_MEMBER) {
+            let p = Program::from_bytes(p).map_err(|e| {
+                CliError::new(format!(
+                    "{shown}: subgraph {}: invalid simulator program: {}",
+                    sg.name,
+                    e.message()
+                ))
+            })?;
+            programs.push(p);
+        }
+    }
+    Ok((neff, programs))
+}
+
+/// Reads a NEFF, or builds a `.toml` spec in memory.
+pub(crate) fn load_model(path: &Path) -> Result<Model> {
+    if is_spec(path) {
+        let (_, built) = spec::build_file(path)?;
+        let (neff, programs) = parse_neff(path, &built.neff)?;
+        return Ok(Model {
+            path: path.to_path_buf(),
+            bytes: built.neff,
+            neff,
+            programs,
+            source: Source::Spec {
+                kernel: built.kernel,
+                samples: built.sample_inputs,
+            },
+        });
+    }
+    let bytes = std::fs::read(path).context(|| format!("cannot read '{}'", path.display()))?;
+    let (neff, programs) = parse_neff(path, &bytes)?;
+    Ok(Model {
+        path: path.to_path_buf(),
+        bytes,
+        neff,
+        programs,
+        source: Source::Neff,
+    })
+}
+
+/// Parses `NAME=FILE` arguments, checking each name against the model's inputs.
+pub(crate) fn input_args(
+    model: &Model,
+    args: &[String],
+) -> Result<std::collections::BTreeMap<String, PathBuf>> {
+    let inputs = model.tensors(TensorUsage::Input);
+    let mut out = std::collections::BTreeMap::new();
+    for a in args {
+        let Some((name, file)) = a.split_once('=') else {
+            return Err(CliError::usage(format!(
+                "--input '{a}': expected NAME=FILE (for example --input x=x.npy)"
+            )));
+        };
+        if !inputs.iter().any(|t| t.name == name) {
+            let names: Vec<&str> = inputs.iter().map(|t| t.name.as_str()).collect();
+            bail!(
+                "model '{}' has no input named '{name}' (its inputs: {})",
+                model.neff.name(),
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+        if out.insert(name.to_owned(), PathBuf::from(file)).is_some() {
+            return Err(CliError::usage(format!("--input '{name}' is given twice")));
+        }
+    }
+    Ok(out)
+}
+
+/// How an input's data was obtained.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum InputSource {
+    File(String),
+    Sample,
+    Zero,
+}
+
+/// The bytes of every input: from its file, the spec's sample data, or zeros.
+pub(crate) fn gather_inputs(
+    model: &Model,
+    args: &[String],
+) -> Result<Vec<(TensorInfo, Vec<u8>, InputSource)>> {
+    let files = input_args(model, args)?;
+    let mut out = Vec::new();
+    for t in model.tensors(TensorUsage::Input) {
+        let sample = match &model.source {
+            Source::Spec { samples, .. } => samples.get(&t.name),
+            Source::Neff => None,
+        };
+        let (bytes, src) = match (files.get(&t.name), sample) {
+            (Some(path), _) => (
+                crate::tensors::read_input(&t, path)?,
+                InputSource::File(path.display().to_string()),
+            ),
+            (None, Some(s)) => (s.clone(), InputSource::Sample),
+            (None, None) => {
+                let n = usize::try_from(t.size)
+                    .map_err(|_| CliError::new(format!("input '{}' is too large", t.name)))?;
+                (vec![0u8; n], InputSource::Zero)
+            }
+        };
+        out.push((t, bytes, src));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_core_ranges() {
+        assert_eq!(ranges([0, 1, 2, 3, 6]), "0-3,6");
+        assert_eq!(ranges([5]), "5");
+        assert_eq!(ranges([]), "none");
+        assert_eq!(ranges([0, 2, 3]), "0,2-3");
+    }
+}

@@ -1,0 +1,800 @@
+//! Model specs: a small TOML description of a model, compiled into a simulator NEFF through
+//! the `nrt_sim::engine::kernels` builders (`nrt build`, and `nrt run SPEC.toml`).
+//!
+//! ```toml
+//! name = "mlp"
+//! dtype = "bf16"                 # fp32 | bf16 | fp16 (int32 for add / mul)
+//! output = "y_t"                 # name of the model's output (default "out")
+//!
+//! [tensors.x_t]
+//! kind = "input"                 # input: given at run time; weight: baked into the NEFF
+//! shape = [64, 32]
+//! seed = 1                       # sample data (inputs) or the data (weights); or file = "x.npy"
+//!
+//! [[layers]]
+//! op = "matmul"                  # out[M, N] = a[K, M]ᵀ · b[K, N]
+//! a = "w1"
+//! b = "x_t"                      # an omitted operand is the previous layer's output
+//! ```
+//!
+//! Layers: `matmul` (`a`, `b`), `add` / `mul` (`a`, `b`), `bias_activation` (`x`, `bias`,
+//! `activation` = identity | relu | exp | tanh | gelu). The builders are fixed kernels, so the
+//! layer list must be one of: a single `matmul`, `add`, `mul` or `bias_activation`, or the
+//! two-layer MLP `matmul → bias_activation → matmul → bias_activation(identity)` (feature-major:
+//! `x [d_in, batch]`, `w1 [d_in, hidden]`, `b1 [hidden]`, `w2 [hidden, d_out]`, `b2 [d_out]`).
+//!
+//! Seeded data: element `i` of a tensor with seed `s` is `(2·u − 1)·scale` rounded to the
+//! tensor's type (nearest even), where `u = (splitmix64(s, i) >> 40) / 2²⁴` and
+//! `splitmix64(s, i)` is SplitMix64's output for state `s + (i + 1)·0x9E3779B97F4A7C15`:
+//! `z = (z ^ z>>30)·0xBF58476D1CE4E5B9; z = (z ^ z>>27)·0x94D049BB133111EB; z ^ z>>31`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nrt_core::model::TensorInfo;
+use nrt_sim::engine::{ActFunc, DType, Program, TensorKind, encode_f32, kernels};
+use nrt_sim::neff::{neff_from_programs, nrt_dtype};
+use serde::Deserialize;
+
+use crate::error::{CliError, Context, Result, bail};
+use crate::tensors;
+
+/// A parsed spec.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Spec {
+    /// Model name (the NEFF's name).
+    pub(crate) name: String,
+    /// Free text, shown by `nrt build`.
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+    /// Element type of every tensor.
+    #[serde(default = "default_dtype")]
+    dtype: String,
+    /// Element type of a matmul's output (default: `dtype`).
+    #[serde(default)]
+    output_dtype: Option<String>,
+    /// Name of the model's output tensor.
+    #[serde(default = "default_output")]
+    output: String,
+    /// Declared tensors by name.
+    tensors: BTreeMap<String, TensorSpec>,
+    /// The layers, in order.
+    layers: Vec<Layer>,
+}
+
+fn default_dtype() -> String {
+    "fp32".into()
+}
+
+fn default_output() -> String {
+    "out".into()
+}
+
+fn default_scale() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    Input,
+    Weight,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TensorSpec {
+    kind: Role,
+    #[serde(default)]
+    shape: Option<Vec<u64>>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    file: Option<PathBuf>,
+    #[serde(default = "default_scale")]
+    scale: f64,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Activation {
+    #[default]
+    Identity,
+    Relu,
+    Exp,
+    Tanh,
+    Gelu,
+}
+
+impl Activation {
+    fn func(self) -> ActFunc {
+        match self {
+            Activation::Identity => ActFunc::Identity,
+            Activation::Relu => ActFunc::Relu,
+            Activation::Exp => ActFunc::Exp,
+            Activation::Tanh => ActFunc::Tanh,
+            Activation::Gelu => ActFunc::Gelu,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+enum Layer {
+    Matmul {
+        a: Option<String>,
+        b: Option<String>,
+    },
+    Add {
+        a: Option<String>,
+        b: Option<String>,
+    },
+    Mul {
+        a: Option<String>,
+        b: Option<String>,
+    },
+    BiasActivation {
+        x: Option<String>,
+        bias: Option<String>,
+        #[serde(default)]
+        activation: Activation,
+    },
+}
+
+impl Layer {
+    fn op(&self) -> &'static str {
+        match self {
+            Layer::Matmul { .. } => "matmul",
+            Layer::Add { .. } => "add",
+            Layer::Mul { .. } => "mul",
+            Layer::BiasActivation { .. } => "bias_activation",
+        }
+    }
+}
+
+/// A layer operand: a declared tensor, or the previous layer's output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Operand {
+    Tensor(String),
+    Prev,
+}
+
+/// A spec compiled to a program and a NEFF.
+#[derive(Debug)]
+pub(crate) struct Built {
+    /// The simulator program.
+    pub(crate) program: Program,
+    /// The NEFF carrying it.
+    pub(crate) neff: Vec<u8>,
+    /// Which builder made it, with its dimensions.
+    pub(crate) kernel: String,
+    /// Sample data of the inputs that have a seed or a file, in the tensor's type.
+    pub(crate) sample_inputs: BTreeMap<String, Vec<u8>>,
+    /// Weights baked into the NEFF: name, type, shape.
+    pub(crate) weights: Vec<(String, DType, Vec<u64>)>,
+}
+
+/// Parses a spec file's text; `path` names it in messages.
+pub(crate) fn parse(text: &str, path: &str) -> Result<Spec> {
+    toml::from_str::<Spec>(text).map_err(|e| {
+        let at = e
+            .span()
+            .map(|s| {
+                let before = text.get(..s.start).unwrap_or("");
+                let line = before.matches('\n').count() + 1;
+                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                format!(":{line}:{col}")
+            })
+            .unwrap_or_default();
+        CliError::new(format!("{path}{at}: {}", e.message().trim()))
+    })
+}
+
+/// Reads and compiles the spec at `path`.
+pub(crate) fn build_file(path: &Path) -> Result<(Spec, Built)> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).context(|| format!("cannot read '{shown}'"))?;
+    let spec = parse(&text, &shown)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let built = build(&spec, dir).map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    Ok((spec, built))
+}
+
+fn dtype(s: &str) -> Result<DType> {
+    Ok(match s {
+        "fp32" | "float32" => DType::F32,
+        "bf16" | "bfloat16" => DType::Bf16,
+        "fp16" | "float16" => DType::F16,
+        "int32" => DType::I32,
+        other => bail!("unknown dtype '{other}' (expected fp32, bf16, fp16 or int32)"),
+    })
+}
+
+/// SplitMix64's output for state `seed + (i + 1)·γ`.
+pub(crate) fn splitmix64(seed: u64, i: u64) -> u64 {
+    let mut z = seed.wrapping_add(i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The seeded values of a tensor (before rounding to its type): uniform in `[-scale, scale)`.
+pub(crate) fn seeded_values(seed: u64, n: u64, scale: f64) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let u = (splitmix64(seed, i) >> 40) as f64 / (1u64 << 24) as f64;
+            ((2.0 * u - 1.0) * scale) as f32
+        })
+        .collect()
+}
+
+/// Compiles `spec`; files named in it are relative to `dir`.
+pub(crate) fn build(spec: &Spec, dir: &Path) -> Result<Built> {
+    let dt = dtype(&spec.dtype)?;
+    let out_dt = match &spec.output_dtype {
+        Some(s) => dtype(s)?,
+        None => dt,
+    };
+    if spec.layers.is_empty() {
+        bail!("the spec has no layers");
+    }
+    // Shapes: declared, or taken from the tensor's file.
+    let mut shapes: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut file_data: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    for (name, t) in &spec.tensors {
+        if t.seed.is_some() && t.file.is_some() {
+            bail!("tensor '{name}': give a seed or a file, not both");
+        }
+        if t.kind == Role::Weight && t.seed.is_none() && t.file.is_none() {
+            bail!("weight '{name}' needs a seed or a file");
+        }
+        if !t.scale.is_finite() {
+            bail!("tensor '{name}': scale must be a finite number");
+        }
+        let shape = match (&t.shape, &t.file) {
+            (_, Some(f)) => {
+                let path = dir.join(f);
+                let shown = path.display().to_string();
+                let bytes = std::fs::read(&path).context(|| format!("cannot read '{shown}'"))?;
+                let a = crate::npy::parse(&bytes)
+                    .map_err(|e| CliError::new(format!("tensor '{name}': {shown}: {e}")))?;
+                if let Some(s) = &t.shape {
+                    if *s != a.shape {
+                        bail!(
+                            "tensor '{name}': {shown} has shape {}, the spec says {}",
+                            tensors::shape_str(&a.shape),
+                            tensors::shape_str(s)
+                        );
+                    }
+                }
+                let info = tensor_info(name, dt, &a.shape)?;
+                let data = tensors::from_npy(&info, &a, &shown)?;
+                file_data.insert(name, data);
+                a.shape
+            }
+            (Some(s), None) => s.clone(),
+            (None, None) => bail!("tensor '{name}' needs a shape"),
+        };
+        shapes.insert(name, shape);
+    }
+    if spec.tensors.contains_key(&spec.output) {
+        bail!(
+            "the output '{}' has the name of a declared tensor",
+            spec.output
+        );
+    }
+
+    let (mut program, renames, kernel) = plan(spec, dt, out_dt, &shapes)?;
+
+    // Every declared tensor must be used, and used once (the kernels' tensors are distinct).
+    let mut used: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, spec_name) in &renames {
+        *used.entry(spec_name.as_str()).or_default() += 1;
+    }
+    for name in spec.tensors.keys() {
+        match used.get(name.as_str()) {
+            None => bail!("tensor '{name}' is declared but no layer uses it"),
+            Some(&n) if n > 1 => {
+                bail!("tensor '{name}' is used by {n} operands; each operand needs its own tensor")
+            }
+            Some(_) => {}
+        }
+    }
+
+    // Rename the kernel's tensors to the spec's names and bake the weights in.
+    let mut sample_inputs = BTreeMap::new();
+    let mut weights = Vec::new();
+    for (kernel_name, spec_name) in &renames {
+        let Some(idx) = program.tensor_index(kernel_name) else {
+            bail!("internal: the {kernel} kernel has no tensor '{kernel_name}'");
+        };
+        let Some(decl) = program.tensors.get_mut(idx) else {
+            bail!("internal: tensor index {idx} out of range");
+        };
+        decl.name.clone_from(spec_name);
+        if decl.kind == TensorKind::Output {
+            continue;
+        }
+        let Some(t) = spec.tensors.get(spec_name) else {
+            continue;
+        };
+        let n = decl.shape.iter().product::<u64>();
+        let data = match (t.seed, file_data.remove(spec_name.as_str())) {
+            (_, Some(d)) => Some(d),
+            (Some(seed), None) => Some(encode_f32(decl.dtype, &seeded_values(seed, n, t.scale))),
+            (None, None) => None,
+        };
+        match (t.kind, data) {
+            (Role::Weight, Some(d)) => {
+                decl.kind = TensorKind::Const;
+                decl.data = d;
+                weights.push((spec_name.clone(), decl.dtype, decl.shape.clone()));
+            }
+            (Role::Input, Some(d)) => {
+                sample_inputs.insert(spec_name.clone(), d);
+            }
+            _ => {}
+        }
+    }
+    program.name.clone_from(&spec.name);
+    program
+        .validate()
+        .map_err(|e| CliError::new(format!("the built program is invalid: {}", e.message())))?;
+    let neff = neff_from_programs(&spec.name, std::slice::from_ref(&program))
+        .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
+    Ok(Built {
+        program,
+        neff,
+        kernel,
+        sample_inputs,
+        weights,
+    })
+}
+
+fn tensor_info(name: &str, dt: DType, shape: &[u64]) -> Result<TensorInfo> {
+    let shape32 = shape
+        .iter()
+        .map(|&d| {
+            u32::try_from(d).map_err(|_| CliError::new(format!("tensor '{name}' is too large")))
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    let elems = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    Ok(TensorInfo {
+        name: name.into(),
+        size: elems
+            .and_then(|e| e.checked_mul(dt.size() as u64))
+            .ok_or_else(|| CliError::new(format!("tensor '{name}' is too large")))?,
+        dtype: nrt_dtype(dt),
+        shape: shape32,
+    })
+}
+
+/// A kernel's program, (kernel tensor → spec name) pairs, and a description.
+type Plan = (Program, Vec<(&'static str, String)>, String);
+
+/// Chooses the kernel for the layer list. Returns the program, (kernel tensor → spec name)
+/// for every operand and the output, and a description of the kernel.
+fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>) -> Result<Plan> {
+    let operand = |layer: usize, field: &str, v: &Option<String>| -> Result<Operand> {
+        match v {
+            Some(name) if shapes.contains_key(name.as_str()) => Ok(Operand::Tensor(name.clone())),
+            Some(name) => bail!(
+                "layer {} ({}): operand {field} = '{name}' is not a declared tensor",
+                layer + 1,
+                spec.layers.get(layer).map_or("?", Layer::op)
+            ),
+            None if layer == 0 => bail!(
+                "layer 1 ({}): operand '{field}' must name a tensor (there is no previous layer)",
+                spec.layers.first().map_or("?", Layer::op)
+            ),
+            None => Ok(Operand::Prev),
+        }
+    };
+    let tensor = |layer: usize, field: &str, v: &Option<String>| -> Result<String> {
+        match operand(layer, field, v)? {
+            Operand::Tensor(n) => Ok(n),
+            Operand::Prev => bail!(
+                "layer {} ({}): operand '{field}' must name a tensor",
+                layer + 1,
+                spec.layers.get(layer).map_or("?", Layer::op)
+            ),
+        }
+    };
+    let shape = |name: &str| shapes.get(name).cloned().unwrap_or_default();
+    let dims2 = |name: &str, what: &str| -> Result<(u64, u64)> {
+        match shape(name).as_slice() {
+            [a, b] => Ok((*a, *b)),
+            s => bail!(
+                "{what} '{name}' must have 2 dimensions, it has shape {}",
+                tensors::shape_str(s)
+            ),
+        }
+    };
+    let dims1 = |name: &str, what: &str| -> Result<u64> {
+        match shape(name).as_slice() {
+            [a] => Ok(*a),
+            s => bail!(
+                "{what} '{name}' must have 1 dimension, it has shape {}",
+                tensors::shape_str(s)
+            ),
+        }
+    };
+    let sim = |e: nrt_core::Error| CliError::new(e.message().to_owned());
+    let out = spec.output.clone();
+    if out_dt != dt && !matches!(spec.layers.as_slice(), [Layer::Matmul { .. }]) {
+        bail!("output_dtype is only supported for a single matmul layer");
+    }
+
+    match spec.layers.as_slice() {
+        [Layer::Matmul { a, b }] => {
+            let (a, b) = (tensor(0, "a", a)?, tensor(0, "b", b)?);
+            let (k, m) = dims2(&a, "matmul operand a")?;
+            let (k2, n) = dims2(&b, "matmul operand b")?;
+            if k != k2 {
+                bail!(
+                    "matmul: a '{a}' is [K={k}, M={m}] and b '{b}' is [{k2}, {n}]: their first \
+                     dimensions (K) must agree"
+                );
+            }
+            let p = kernels::matmul(m, k, n, dt, out_dt).map_err(sim)?;
+            let desc = format!("matmul M={m} K={k} N={n} ({dt} → {out_dt})");
+            Ok((p, vec![("lhs_t", a), ("rhs", b), ("out", out)], desc))
+        }
+        [Layer::Add { a, b }] | [Layer::Mul { a, b }] => {
+            let op = if matches!(spec.layers.first(), Some(Layer::Add { .. })) {
+                kernels::Elementwise::Add
+            } else {
+                kernels::Elementwise::Mul
+            };
+            let (a, b) = (tensor(0, "a", a)?, tensor(0, "b", b)?);
+            let (rows, cols) = dims2(&a, "operand a")?;
+            if shape(&b) != [rows, cols] {
+                bail!(
+                    "operands '{a}' {} and '{b}' {} must have the same shape",
+                    tensors::shape_str(&shape(&a)),
+                    tensors::shape_str(&shape(&b))
+                );
+            }
+            let p = kernels::elementwise(op, rows, cols, dt).map_err(sim)?;
+            let desc = format!("elementwise {op:?} {rows}×{cols} ({dt})").to_lowercase();
+            Ok((p, vec![("a", a), ("b", b), ("out", out)], desc))
+        }
+        [
+            Layer::BiasActivation {
+                x,
+                bias,
+                activation,
+            },
+        ] => {
+            let (x, bias) = (tensor(0, "x", x)?, tensor(0, "bias", bias)?);
+            let (f, n) = dims2(&x, "operand x")?;
+            if dims1(&bias, "bias")? != f {
+                bail!("bias '{bias}' must have shape [{f}] (one value per row of '{x}')");
+            }
+            let p = kernels::bias_activation(activation.func(), f, n, dt).map_err(sim)?;
+            let desc = format!("bias_activation {activation:?} {f}×{n} ({dt})").to_lowercase();
+            Ok((p, vec![("x", x), ("bias", bias), ("out", out)], desc))
+        }
+        [
+            Layer::Matmul { a: w1, b: x },
+            Layer::BiasActivation {
+                x: h1,
+                bias: b1,
+                activation,
+            },
+            Layer::Matmul { a: w2, b: h2 },
+            Layer::BiasActivation {
+                x: y1,
+                bias: b2,
+                activation: last,
+            },
+        ] => {
+            let w1 = tensor(0, "a", w1)?;
+            let x = tensor(0, "b", x)?;
+            let b1 = tensor(1, "bias", b1)?;
+            let w2 = tensor(2, "a", w2)?;
+            let b2 = tensor(3, "bias", b2)?;
+            for (layer, field, v) in [(1, "x", h1), (2, "b", h2), (3, "x", y1)] {
+                if operand(layer, field, v)? != Operand::Prev {
+                    bail!(
+                        "layer {} ({}): the MLP takes operand '{field}' from the previous layer; \
+                         leave it out",
+                        layer + 1,
+                        spec.layers.get(layer).map_or("?", Layer::op)
+                    );
+                }
+            }
+            if *last != Activation::Identity {
+                bail!(
+                    "layer 4 (bias_activation): the MLP builder's last layer has no activation \
+                     (use activation = \"identity\")"
+                );
+            }
+            let (d_in, batch) = dims2(&x, "MLP input")?;
+            let (k1, hidden) = dims2(&w1, "weight")?;
+            let (k2, d_out) = dims2(&w2, "weight")?;
+            if k1 != d_in {
+                bail!("'{w1}' must be [{d_in}, hidden] to multiply '{x}' [{d_in}, {batch}]");
+            }
+            if k2 != hidden {
+                bail!("'{w2}' must be [{hidden}, d_out] (its first dimension is the hidden size)");
+            }
+            if dims1(&b1, "bias")? != hidden {
+                bail!("bias '{b1}' must have shape [{hidden}]");
+            }
+            if dims1(&b2, "bias")? != d_out {
+                bail!("bias '{b2}' must have shape [{d_out}]");
+            }
+            let p = kernels::mlp(batch, d_in, hidden, d_out, dt, activation.func()).map_err(sim)?;
+            let desc = format!(
+                "mlp batch={batch} d_in={d_in} hidden={hidden} d_out={d_out} {activation:?} ({dt})"
+            )
+            .to_lowercase();
+            Ok((
+                p,
+                vec![
+                    ("x_t", x),
+                    ("w1", w1),
+                    ("b1", b1),
+                    ("w2", w2),
+                    ("b2", b2),
+                    ("y_t", out),
+                ],
+                desc,
+            ))
+        }
+        layers => {
+            let ops: Vec<&str> = layers.iter().map(Layer::op).collect();
+            bail!(
+                "unsupported layer sequence [{}]: the builders support a single matmul, add, mul \
+                 or bias_activation layer, or the two-layer MLP [matmul, bias_activation, matmul, \
+                 bias_activation]",
+                ops.join(", ")
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    const MLP: &str = r#"
+name = "mlp"
+dtype = "bf16"
+output = "y"
+[tensors.x]
+kind = "input"
+shape = [8, 4]
+seed = 1
+[tensors.w1]
+kind = "weight"
+shape = [8, 6]
+seed = 2
+[tensors.b1]
+kind = "weight"
+shape = [6]
+seed = 3
+[tensors.w2]
+kind = "weight"
+shape = [6, 3]
+seed = 4
+[tensors.b2]
+kind = "weight"
+shape = [3]
+seed = 5
+[[layers]]
+op = "matmul"
+a = "w1"
+b = "x"
+[[layers]]
+op = "bias_activation"
+bias = "b1"
+activation = "relu"
+[[layers]]
+op = "matmul"
+a = "w2"
+[[layers]]
+op = "bias_activation"
+bias = "b2"
+"#;
+
+    fn try_build(text: &str) -> Result<Built> {
+        build(&parse(text, "t.toml")?, Path::new("."))
+    }
+
+    #[test]
+    fn builds_the_mlp_with_weights_baked_in() {
+        let b = try_build(MLP).unwrap();
+        assert!(
+            b.kernel.starts_with("mlp batch=4 d_in=8 hidden=6 d_out=3"),
+            "{}",
+            b.kernel
+        );
+        let kinds: Vec<(&str, TensorKind)> = b
+            .program
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.kind))
+            .collect();
+        assert!(kinds.contains(&("x", TensorKind::Input)));
+        assert!(kinds.contains(&("w1", TensorKind::Const)));
+        assert!(kinds.contains(&("y", TensorKind::Output)));
+        assert_eq!(b.sample_inputs.len(), 1);
+        assert_eq!(b.sample_inputs["x"].len(), 8 * 4 * 2);
+        assert_eq!(b.weights.len(), 4);
+        let neff = nrt_core::neff::parse(&b.neff, &Default::default()).unwrap();
+        let names: Vec<&str> = neff.tensors.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["x", "y"]);
+    }
+
+    #[test]
+    fn seeded_values_are_documented_splitmix() {
+        // SplitMix64 from state 0: first output 0xE220A8397B1DCDAF.
+        assert_eq!(splitmix64(0, 0), 0xE220_A839_7B1D_CDAF);
+        let v = seeded_values(0, 1, 1.0);
+        let u = (0xE220_A839_7B1D_CDAFu64 >> 40) as f64 / 16_777_216.0;
+        assert_eq!(v[0], (2.0 * u - 1.0) as f32);
+        assert!(
+            seeded_values(9, 1000, 2.0)
+                .iter()
+                .all(|x| (-2.0..2.0).contains(x))
+        );
+    }
+
+    #[test]
+    fn refuses_bad_specs_with_clear_messages() {
+        let cases = [
+            (
+                MLP.replace("activation = \"relu\"", "activation = \"swish\""),
+                "t.toml:",
+            ),
+            (
+                MLP.replace("a = \"w2\"", "a = \"w3\""),
+                "operand a = 'w3' is not a declared tensor",
+            ),
+            (
+                MLP.replace("shape = [6, 3]", "shape = [7, 3]"),
+                "'w2' must be [6, d_out]",
+            ),
+            (
+                MLP.replace("dtype = \"bf16\"", "dtype = \"fp64\""),
+                "unknown dtype 'fp64'",
+            ),
+            (
+                MLP.replace(
+                    "op = \"bias_activation\"\nbias = \"b2\"\n",
+                    "op = \"add\"\nb = \"b2\"\n",
+                ),
+                "unsupported layer sequence [matmul, bias_activation, matmul, add]",
+            ),
+            (
+                MLP.replace("seed = 4\n", ""),
+                "weight 'w2' needs a seed or a file",
+            ),
+            (
+                MLP.replace("output = \"y\"", "output = \"x\""),
+                "has the name of a declared tensor",
+            ),
+            (
+                MLP.replace("name = \"mlp\"", "name = \"mlp\"\ncolour = 1"),
+                "unknown field",
+            ),
+            (
+                MLP.replace(
+                    "[[layers]]\nop = \"matmul\"\na = \"w1\"\nb = \"x\"",
+                    "[[layers]]\nop = \"matmul\"\na = \"w1\"",
+                ),
+                "operand 'b' must name a tensor",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = try_build(&text).unwrap_err().to_string();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        }
+    }
+
+    #[test]
+    fn weights_and_inputs_from_npy_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let npy = |name: &str, shape: Vec<u64>, vals: &[f32]| {
+            let a = crate::npy::NpyArray {
+                descr: "<f4".into(),
+                shape,
+                data: vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            };
+            std::fs::write(dir.path().join(name), crate::npy::to_bytes(&a).unwrap()).unwrap();
+        };
+        npy("a.npy", vec![2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        npy("b.npy", vec![2, 2], &[0.5, 0.5, 0.5, 0.5]);
+        let text = r#"
+name = "add"
+[tensors.x]
+kind = "input"
+file = "a.npy"
+[tensors.w]
+kind = "weight"
+file = "b.npy"
+[[layers]]
+op = "add"
+a = "x"
+b = "w"
+"#;
+        let b = build(&parse(text, "s.toml").unwrap(), dir.path()).unwrap();
+        let x: Vec<f32> = b.sample_inputs["x"]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(x, [1.0, 2.0, 3.0, 4.0]);
+        let w = &b.program.tensors[b.program.tensor_index("w").unwrap()];
+        assert_eq!(w.kind, TensorKind::Const);
+        assert_eq!(w.data.len(), 16);
+        let wrong = text.replace("file = \"a.npy\"", "file = \"a.npy\"\nshape = [4]");
+        let e = build(&parse(&wrong, "s.toml").unwrap(), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has shape [2, 2], the spec says [4]"), "{e}");
+        let missing = text.replace("b.npy", "c.npy");
+        let e = build(&parse(&missing, "s.toml").unwrap(), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read") && e.contains("c.npy"), "{e}");
+    }
+
+    #[test]
+    fn parse_errors_name_line_and_column() {
+        let e = parse("name = \"x\"\nlayers = 3\n", "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:2:"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn builds_single_layer_kernels() {
+        let mm = r#"
+name = "mm"
+dtype = "bf16"
+output_dtype = "fp32"
+[tensors.a]
+kind = "input"
+shape = [4, 3]
+[tensors.b]
+kind = "weight"
+shape = [4, 5]
+seed = 1
+[[layers]]
+op = "matmul"
+a = "a"
+b = "b"
+"#;
+        let b = try_build(mm).unwrap();
+        assert!(b.sample_inputs.is_empty());
+        let out = &b.program.tensors[b.program.tensor_index("out").unwrap()];
+        assert_eq!((out.dtype, out.shape.clone()), (DType::F32, vec![3, 5]));
+        let add = mm
+            .replace("op = \"matmul\"", "op = \"add\"")
+            .replace("output_dtype = \"fp32\"\n", "")
+            .replace("shape = [4, 5]", "shape = [4, 3]");
+        assert!(
+            try_build(&add)
+                .unwrap()
+                .kernel
+                .starts_with("elementwise add 4×3")
+        );
+        let unused = mm.replace("b = \"b\"\n", "b = \"a\"\n");
+        let e = try_build(&unused).unwrap_err().to_string();
+        assert!(e.contains("tensor 'a' is used by 2 operands"), "{e}");
+        let unused = mm.replace(
+            "[[layers]]",
+            "[tensors.c]\nkind = \"input\"\nshape = [1]\n[[layers]]",
+        );
+        let e = try_build(&unused).unwrap_err().to_string();
+        assert!(
+            e.contains("tensor 'c' is declared but no layer uses it"),
+            "{e}"
+        );
+    }
+}
