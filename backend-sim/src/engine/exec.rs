@@ -2,7 +2,15 @@
 //! 256 semaphores, SBUF/PSUM port arbitration, hazard detection, counters and an event log.
 //!
 //! Time advances event to event: between two events nothing observable changes, so the
-//! executor jumps (the result is identical to stepping every tick).
+//! executor jumps over idle ticks. The model is defined on event ticks: a sequencer that issued
+//! at tick t tries its next instruction at the next event of any kind (a completion, a DMA phase
+//! change, a port release), not at t + 1, so the result is deterministic but is not what a
+//! stepper that tried to issue on every tick would produce.
+//!
+//! The work per event is kept to what changed: a DMA data phase's progress is applied only when
+//! its rate changes (exact integers), DMA counters are charged per phase interval, the issue
+//! pass is skipped when no sequencer can issue, and the hazard detector's index (`shadow`)
+//! visits only nearby records not ordered before the access.
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -17,6 +25,7 @@ use super::isa::{
 use super::math::{activation, matmul_kmajor};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::Program;
+use super::shadow::Shadow;
 
 /// Name of the timing model: every latency comes from the published NKI cost rules.
 pub const TIMING_MODEL: &str = "nki-published-cost-rules-v2";
@@ -338,14 +347,13 @@ impl ExecReport {
 
 // ---- internal state -------------------------------------------------------------------------
 
-const NAGENTS: usize = 5 + DMA_ENGINES * DMA_QUEUES;
+/// A vector clock: one entry per agent (the five sequencers, then each DMA queue the program
+/// triggers, in queue order; queues it never uses need no entry).
 type VClock = Vec<u32>;
 
 fn join(a: &mut VClock, b: &VClock) {
     for (x, y) in a.iter_mut().zip(b.iter()) {
-        if *y > *x {
-            *x = *y;
-        }
+        *x = (*x).max(*y);
     }
 }
 
@@ -414,145 +422,31 @@ enum Phase {
 
 struct DmaEng {
     phase: Phase,
+    /// Data rate (units per tick) of a data phase; 0 otherwise.
     rate: u64,
     rr: usize,
+    /// Tick at which a data phase's `remaining` holds (progress is applied lazily, when the
+    /// rate changes: `remaining - rate·(t - since)`, exact integers).
+    since: u64,
+    /// Counter bucket the engine's time currently goes to, and since when.
+    acct: Acct,
+    acct_since: u64,
 }
 
-struct AccessRec {
-    region: Region,
-    write: bool,
-    agent: usize,
-    epoch: u32,
-    actor: Actor,
-    tick: u64,
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Acct {
+    Idle,
+    Active,
+    Bandwidth,
 }
 
-/// Access records indexed by location: one bucket per SBUF / PSUM partition and per 64 KiB of
-/// HBM, each split into writes and reads, so a check only visits records that can conflict
-/// (a read only needs the writes).
-struct Shadow {
-    recs: Vec<AccessRec>,
-    sbuf: Vec<Bucket>,
-    psum: Vec<Bucket>,
-    hbm: std::collections::BTreeMap<u64, Bucket>,
-}
-
-#[derive(Clone, Default)]
-struct Bucket {
-    writes: Vec<u32>,
-    reads: Vec<u32>,
-}
-
-const HBM_BUCKET_SHIFT: u32 = 16;
-
-impl Shadow {
-    fn new() -> Self {
-        Self {
-            recs: Vec::new(),
-            sbuf: vec![Bucket::default(); super::memory::SBUF_PARTITIONS],
-            psum: vec![Bucket::default(); super::memory::PSUM_PARTITIONS],
-            hbm: std::collections::BTreeMap::new(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.recs.len()
-    }
-
-    /// Visits the records that may conflict with an access of `region` (writes; and reads
-    /// too when `write`) until `f` returns `true`.
-    fn for_each_candidate(
-        &self,
-        region: &Region,
-        write: bool,
-        mut f: impl FnMut(&AccessRec) -> bool,
-    ) {
-        let recs = &self.recs;
-        let mut visit = |b: &Bucket| -> bool {
-            let mut hit = |i: &u32| recs.get(*i as usize).is_some_and(&mut f);
-            b.writes.iter().any(&mut hit) || (write && b.reads.iter().any(&mut hit))
-        };
-        match region.mem {
-            MemKind::Sbuf | MemKind::Psum => {
-                let buckets = if region.mem == MemKind::Sbuf {
-                    &self.sbuf
-                } else {
-                    &self.psum
-                };
-                for p in region.p0..region.p1 {
-                    if let Some(b) = buckets.get(p as usize) {
-                        if visit(b) {
-                            return;
-                        }
-                    }
-                }
-            }
-            MemKind::Hbm => {
-                if region.b1 <= region.b0 {
-                    return;
-                }
-                let lo = region.b0 >> HBM_BUCKET_SHIFT;
-                let hi = (region.b1 - 1) >> HBM_BUCKET_SHIFT;
-                for (_, b) in self.hbm.range(lo..=hi) {
-                    if visit(b) {
-                        return;
-                    }
-                }
-            }
-        }
-    }
-
-    fn index(&mut self, i: u32) {
-        let Some(r) = self.recs.get(i as usize) else {
-            return;
-        };
-        let (region, write) = (r.region, r.write);
-        let push = |b: &mut Bucket| {
-            if write {
-                b.writes.push(i);
-            } else {
-                b.reads.push(i);
-            }
-        };
-        match region.mem {
-            MemKind::Sbuf | MemKind::Psum => {
-                let buckets = if region.mem == MemKind::Sbuf {
-                    &mut self.sbuf
-                } else {
-                    &mut self.psum
-                };
-                for p in region.p0..region.p1 {
-                    if let Some(b) = buckets.get_mut(p as usize) {
-                        push(b);
-                    }
-                }
-            }
-            MemKind::Hbm => {
-                if region.b1 > region.b0 {
-                    let lo = region.b0 >> HBM_BUCKET_SHIFT;
-                    let hi = (region.b1 - 1) >> HBM_BUCKET_SHIFT;
-                    for k in lo..=hi {
-                        push(self.hbm.entry(k).or_default());
-                    }
-                }
-            }
-        }
-    }
-
-    fn insert(&mut self, r: AccessRec) {
-        self.recs.push(r);
-        self.index((self.recs.len() - 1) as u32);
-    }
-
-    fn retain(&mut self, keep: impl FnMut(&AccessRec) -> bool) {
-        self.recs.retain(keep);
-        for b in self.sbuf.iter_mut().chain(self.psum.iter_mut()) {
-            b.writes.clear();
-            b.reads.clear();
-        }
-        self.hbm.clear();
-        for i in 0..self.recs.len() {
-            self.index(i as u32);
+impl DmaEng {
+    fn class(&self) -> Acct {
+        match self.phase {
+            Phase::Idle => Acct::Idle,
+            Phase::Overhead { .. } => Acct::Active,
+            Phase::Data { .. } if self.rate < ENGINE_RATE => Acct::Bandwidth,
+            Phase::Data { .. } => Acct::Active,
         }
     }
 }
@@ -579,18 +473,43 @@ struct Machine<'a, 'e> {
     seqs: Vec<Seq>,
     sems: Vec<u32>,
     sem_clocks: Vec<VClock>,
+    /// Agents (vector clock entries).
+    n_agents: usize,
+    /// Per DMA queue, its agent index (0 for queues the program never triggers).
+    queue_agent: Vec<u16>,
     /// Per semaphore: transfers queued or in flight that will update it.
     sem_pending_dma: Vec<u32>,
     queues: Vec<VecDeque<Transfer>>,
+    /// Per DMA engine, bit `q` set when its queue `q` is non-empty.
+    queue_mask: [u16; DMA_ENGINES],
     queue_epoch: Vec<u32>,
     queue_clock: Vec<VClock>,
     dma: Vec<DmaEng>,
+    /// Per DMA engine, the tick of its next phase change (`u64::MAX` when idle or awaiting
+    /// its rate).
+    dma_next: [u64; DMA_ENGINES],
+    /// DMA engines in a data phase that touches HBM.
+    n_hbm: u64,
+    /// The rate of each of them (they share HBM equally).
+    hbm_rate: u64,
+    /// An engine entered an HBM data phase and awaits its rate.
+    rates_dirty: bool,
+    /// An engine went idle or a transfer was queued since the last start pass.
+    start_pending: bool,
+    /// The next issue pass may issue something: a sequencer issued in the last one (it may
+    /// issue again at the next event), or a semaphore or a queue changed since.
+    wake: bool,
     ports: [PortState; 2],
     stationary: Option<Rc<Stationary>>,
     shadow: Shadow,
     prune_at: usize,
     report: ExecReport,
     scratch: Vec<u8>,
+    /// Reused buffers of the MultiplyMoving functional model (moving operand, product).
+    mm_moving: Vec<f32>,
+    mm_out: Vec<f32>,
+    /// Reused operand buffers of the elementwise functional models.
+    fbuf: [Vec<f32>; 2],
 }
 
 const PORT_SBUF_VG: usize = 0;
@@ -604,10 +523,30 @@ pub(crate) fn execute(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecReport {
             *x = v;
         }
     }
+    // Agents: the sequencers, then the DMA queues the program triggers, in queue order.
+    let mut queue_agent = vec![0u16; DMA_ENGINES * DMA_QUEUES];
+    for &engine in &EngineId::ALL {
+        for ins in env.program.stream(engine) {
+            if let Instr::DmaTrigger { dma, queue, .. } = *ins {
+                if let Some(a) =
+                    queue_agent.get_mut(usize::from(dma) * DMA_QUEUES + usize::from(queue))
+                {
+                    *a = 1;
+                }
+            }
+        }
+    }
+    let mut n_agents = EngineId::ALL.len();
+    for a in &mut queue_agent {
+        if *a != 0 {
+            *a = n_agents as u16;
+            n_agents += 1;
+        }
+    }
     let seqs = EngineId::ALL
         .iter()
         .map(|&engine| {
-            let mut clock = vec![0u32; NAGENTS];
+            let mut clock = vec![0u32; n_agents];
             clock[engine.index()] = 1;
             Seq {
                 engine,
@@ -625,29 +564,48 @@ pub(crate) fn execute(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecReport {
             }
         })
         .collect();
+    let hbm_writes = env
+        .program
+        .descriptors
+        .iter()
+        .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
+        .map(|d| endpoint_region(env.bases, &d.dst, d.len))
+        .collect();
     let mut m = Machine {
         env,
         opts: *opts,
         t: 0,
         seqs,
         sems,
-        sem_clocks: vec![vec![0u32; NAGENTS]; SEMAPHORES],
+        sem_clocks: vec![vec![0u32; n_agents]; SEMAPHORES],
+        n_agents,
+        queue_agent,
         sem_pending_dma: vec![0; SEMAPHORES],
         queues: (0..DMA_ENGINES * DMA_QUEUES)
             .map(|_| VecDeque::new())
             .collect(),
+        queue_mask: [0; DMA_ENGINES],
         queue_epoch: vec![0; DMA_ENGINES * DMA_QUEUES],
-        queue_clock: vec![vec![0u32; NAGENTS]; DMA_ENGINES * DMA_QUEUES],
+        queue_clock: vec![Vec::new(); DMA_ENGINES * DMA_QUEUES],
         dma: (0..DMA_ENGINES)
             .map(|_| DmaEng {
                 phase: Phase::Idle,
                 rate: 0,
                 rr: 0,
+                since: 0,
+                acct: Acct::Idle,
+                acct_since: 0,
             })
             .collect(),
+        dma_next: [u64::MAX; DMA_ENGINES],
+        n_hbm: 0,
+        hbm_rate: ENGINE_RATE,
+        rates_dirty: false,
+        start_pending: false,
+        wake: true,
         ports: [PortState { until: 0 }; 2],
         stationary: None,
-        shadow: Shadow::new(),
+        shadow: Shadow::new(hbm_writes),
         prune_at: 4096,
         report: ExecReport {
             status: NrtStatus::Success,
@@ -664,8 +622,14 @@ pub(crate) fn execute(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecReport {
             semaphores: Vec::new(),
         },
         scratch: Vec::new(),
+        mm_moving: Vec::new(),
+        mm_out: Vec::new(),
+        fbuf: [Vec::new(), Vec::new()],
     };
     m.run();
+    for e in 0..DMA_ENGINES {
+        m.charge_dma(e);
+    }
     m.report.semaphores = m.sems.clone();
     m.report
 }
@@ -676,21 +640,31 @@ impl Machine<'_, '_> {
             self.complete_seq_ops();
             self.complete_dma_phases();
             // Issue to a fixpoint: a semaphore update may release a sequencer evaluated
-            // earlier in the same tick; each sequencer issues at most one instruction a tick.
-            let mut issued = [false; 5];
-            loop {
-                let mut any = false;
-                for (i, done) in issued.iter_mut().enumerate() {
-                    if !*done && self.try_issue(i) {
-                        *done = true;
-                        any = true;
+            // earlier in the same tick; each sequencer issues at most one instruction a tick,
+            // so one that issued tries again at the next event. One that could not issue stays
+            // blocked until a semaphore or a queue changes or one of its units or ports frees
+            // up; when none of that happened and nobody issued last time, the pass would
+            // change nothing and is skipped.
+            if self.wake || self.timer_due() {
+                let mut issued = [false; 5];
+                loop {
+                    let mut any = false;
+                    for (i, done) in issued.iter_mut().enumerate() {
+                        if !*done && self.try_issue(i) {
+                            *done = true;
+                            any = true;
+                        }
+                    }
+                    if !any {
+                        break;
                     }
                 }
-                if !any {
-                    break;
-                }
+                self.wake = issued.iter().any(|&x| x);
             }
-            self.start_dma_engines();
+            if self.start_pending {
+                self.start_pending = false;
+                self.start_dma_engines();
+            }
             self.update_rates();
             if self.finished() {
                 self.report.ticks = self.t;
@@ -713,7 +687,6 @@ impl Machine<'_, '_> {
                 Some(n) => {
                     let tn = n.min(limit);
                     self.account(tn);
-                    self.advance_dma(tn);
                     self.t = tn;
                 }
             }
@@ -756,12 +729,21 @@ impl Machine<'_, '_> {
         self.report.error = Some(e);
     }
 
+    /// Whether a sequencer's unit or a port frees up now.
+    fn timer_due(&self) -> bool {
+        let t = self.t;
+        self.seqs
+            .iter()
+            .any(|s| s.main_until == t || s.ls_until == t)
+            || self.ports.iter().any(|p| p.until == t)
+    }
+
     fn finished(&self) -> bool {
         self.seqs
             .iter()
             .all(|s| s.halted && s.main_until <= self.t && s.ls_until <= self.t)
             && self.dma.iter().all(|d| d.phase == Phase::Idle)
-            && self.queues.iter().all(VecDeque::is_empty)
+            && self.queue_mask.iter().all(|&m| m == 0)
     }
 
     fn push_event(&mut self, ev: Event) {
@@ -841,8 +823,7 @@ impl Machine<'_, '_> {
                     }
                     return false;
                 }
-                let clock = self.sem_clocks[usize::from(sem)].clone();
-                join(&mut self.seqs[i].clock, &clock);
+                join(&mut self.seqs[i].clock, &self.sem_clocks[usize::from(sem)]);
                 self.end_wait(i, pc);
                 self.retire_control(i, pc, ins.name());
                 true
@@ -877,13 +858,13 @@ impl Machine<'_, '_> {
                     return false;
                 }
                 self.end_wait(i, pc);
-                let agent = 5 + q;
+                let agent = usize::from(self.queue_agent[q]);
                 self.queue_epoch[q] += 1;
                 let epoch = self.queue_epoch[q];
                 let mut clock = self.seqs[i].clock.clone();
                 join(&mut clock, &self.queue_clock[q]);
                 clock[agent] = epoch;
-                self.queue_clock[q] = clock.clone();
+                self.queue_clock[q].clone_from(&clock);
                 let own = self.seqs[i].engine.index();
                 self.seqs[i].clock[own] += 1;
                 let bytes = program
@@ -892,6 +873,8 @@ impl Machine<'_, '_> {
                     .map(|d| d.iter().map(|x| u64::from(x.len)).sum())
                     .unwrap_or(0);
                 self.sem_pending_dma[usize::from(sem)] += 1;
+                self.queue_mask[usize::from(dma)] |= 1 << queue;
+                self.start_pending = true;
                 self.queues[q].push_back(Transfer {
                     first,
                     count,
@@ -953,8 +936,7 @@ impl Machine<'_, '_> {
 
     fn release(&mut self, i: usize, sem: usize) {
         let own = self.seqs[i].engine.index();
-        let c = self.seqs[i].clock.clone();
-        join(&mut self.sem_clocks[sem], &c);
+        join(&mut self.sem_clocks[sem], &self.seqs[i].clock);
         self.seqs[i].clock[own] += 1;
     }
 
@@ -1093,15 +1075,11 @@ impl Machine<'_, '_> {
         actor: Actor,
     ) {
         let t = self.t;
-        let mut found: Option<Hazard> = None;
-        self.shadow.for_each_candidate(&region, write, |r| {
-            if r.agent == agent || !(r.write || write) || !r.region.overlaps(&region) {
-                return false;
-            }
-            if clock.get(r.agent).copied().unwrap_or(0) >= r.epoch {
-                return false;
-            }
-            found = Some(Hazard {
+        if !self.shadow.relevant(&region, write) {
+            return;
+        }
+        if let Some(r) = self.shadow.find_conflict(&region, write, agent, clock) {
+            let h = Hazard {
                 first: Access {
                     actor: r.actor,
                     region: r.region,
@@ -1114,10 +1092,7 @@ impl Machine<'_, '_> {
                     write,
                     tick: t,
                 },
-            });
-            true
-        });
-        if let Some(h) = found {
+            };
             if self.report.error.is_none() {
                 self.report.status = NrtStatus::ExecCompletedWithErr;
                 self.report.error = Some(err!(ExecCompletedWithErr, "{h}"));
@@ -1127,37 +1102,38 @@ impl Machine<'_, '_> {
             }
         }
         let epoch = clock.get(agent).copied().unwrap_or(0);
-        self.shadow.insert(AccessRec {
-            region,
-            write,
-            agent,
-            epoch,
-            actor,
-            tick: t,
-        });
+        self.shadow.insert(region, write, agent, epoch, actor, t);
         if self.shadow.len() >= self.prune_at {
-            self.prune();
+            self.prune(clock);
         }
     }
 
-    /// Drops records that every future access is ordered after.
-    fn prune(&mut self) {
-        let mut observers: Vec<&VClock> = Vec::new();
-        for s in &self.seqs {
-            if !s.halted {
-                observers.push(&s.clock);
+    /// Drops records that every future access is ordered after: a future access comes from a
+    /// running sequencer (whose clock only grows), from a queued transfer, or from a transfer
+    /// a running sequencer has yet to trigger (whose clock covers the sequencer's), so the
+    /// frontier is the element-wise minimum of those clocks. `current` is the clock of the
+    /// access being recorded, whose owner (a sequencer or a queued transfer) has lent it out
+    /// and holds an empty clock meanwhile.
+    fn prune(&mut self, current: &VClock) {
+        let mut frontier = vec![u32::MAX; self.n_agents];
+        let observers = self
+            .seqs
+            .iter()
+            .filter(|s| !s.halted)
+            .map(|s| &s.clock)
+            .chain(
+                self.queues
+                    .iter()
+                    .flat_map(|q| q.iter().map(|tr| &tr.clock)),
+            )
+            .filter(|c| !c.is_empty())
+            .chain(std::iter::once(current));
+        for c in observers {
+            for (f, &x) in frontier.iter_mut().zip(c.iter()) {
+                *f = (*f).min(x);
             }
         }
-        for q in &self.queues {
-            for tr in q {
-                observers.push(&tr.clock);
-            }
-        }
-        self.shadow.retain(|r| {
-            observers
-                .iter()
-                .any(|c| c.get(r.agent).copied().unwrap_or(0) < r.epoch)
-        });
+        self.shadow.retire(&frontier);
         self.prune_at = (self.shadow.len() * 2).max(4096);
     }
 
@@ -1186,24 +1162,37 @@ impl Machine<'_, '_> {
                 accumulate,
             } => {
                 let Some(st) = p.stationary else { return };
-                let mut mv = Vec::new();
+                let mut mv = std::mem::take(&mut self.mm_moving);
                 gather_f32(mem(sbuf, psum, moving.space), &moving, &mut mv);
                 let n = moving.free_elems() as usize;
                 let k = st.k.min(usize::from(moving.partitions));
-                let mut c = vec![0f32; st.m * n];
-                matmul_kmajor(&st.data, &mv, &mut c, k, st.m, n, st.dtype);
+                // Every element of the product is written (β = 0), so the buffer is reused
+                // without clearing.
+                let mut c = std::mem::take(&mut self.mm_out);
+                if c.len() < st.m * n {
+                    c.resize(st.m * n, 0.0);
+                }
+                let c_used = &mut c[..st.m * n];
+                matmul_kmajor(&st.data, &mv, c_used, k, st.m, n, st.dtype);
                 let off = dst.offset as usize;
-                for (row, p) in c.chunks_exact(n).zip(usize::from(dst.start_partition)..) {
+                for (row, p) in c_used
+                    .chunks_exact(n)
+                    .zip(usize::from(dst.start_partition)..)
+                {
                     let cell = psum.write(p, off, n * 4);
-                    for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
-                        let nv = if accumulate {
-                            f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v
-                        } else {
-                            v
-                        };
-                        b.copy_from_slice(&nv.to_le_bytes());
+                    if accumulate {
+                        for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
+                            let nv = f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v;
+                            b.copy_from_slice(&nv.to_le_bytes());
+                        }
+                    } else {
+                        for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
+                            b.copy_from_slice(&v.to_le_bytes());
+                        }
                     }
                 }
+                self.mm_moving = mv;
+                self.mm_out = c;
             }
             Instr::TensorTensor { op, a, b, out } => {
                 if all_int(&[a.dtype, b.dtype, out.dtype]) {
@@ -1215,13 +1204,15 @@ impl Machine<'_, '_> {
                     }
                     scatter_i32(mem_mut(sbuf, psum, out.space), &out, &x);
                 } else {
-                    let (mut x, mut y) = (Vec::new(), Vec::new());
+                    let mut x = std::mem::take(&mut self.fbuf[0]);
+                    let mut y = std::mem::take(&mut self.fbuf[1]);
                     gather_f32(mem(sbuf, psum, a.space), &a, &mut x);
                     gather_f32(mem(sbuf, psum, b.space), &b, &mut y);
                     for (u, v) in x.iter_mut().zip(&y) {
                         *u = op.apply_f32(*u, *v);
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                    self.fbuf = [x, y];
                 }
             }
             Instr::TensorScalar {
@@ -1239,12 +1230,13 @@ impl Machine<'_, '_> {
                     }
                     scatter_i32(mem_mut(sbuf, psum, out.space), &out, &x);
                 } else {
-                    let mut x = Vec::new();
+                    let mut x = std::mem::take(&mut self.fbuf[0]);
                     gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
                     for u in x.iter_mut() {
                         *u = op.apply_f32(*u, scalar);
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                    self.fbuf[0] = x;
                 }
             }
             Instr::Activation {
@@ -1254,7 +1246,7 @@ impl Machine<'_, '_> {
                 scale,
                 bias,
             } => {
-                let mut x = Vec::new();
+                let mut x = std::mem::take(&mut self.fbuf[0]);
                 gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
                 let per_part = match bias {
                     Bias::Imm(_) => None,
@@ -1276,6 +1268,7 @@ impl Machine<'_, '_> {
                     }
                 }
                 scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                self.fbuf[0] = x;
             }
             Instr::TensorCopy { src, out } => {
                 if all_int(&[src.dtype, out.dtype]) {
@@ -1283,9 +1276,10 @@ impl Machine<'_, '_> {
                     gather_i32(mem(sbuf, psum, src.space), &src, &mut x);
                     scatter_i32(mem_mut(sbuf, psum, out.space), &out, &x);
                 } else {
-                    let mut x = Vec::new();
+                    let mut x = std::mem::take(&mut self.fbuf[0]);
                     gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                    self.fbuf[0] = x;
                 }
             }
             Instr::Memset { out, bits } => {
@@ -1324,7 +1318,13 @@ impl Machine<'_, '_> {
 
     fn complete_dma_phases(&mut self) {
         let t = self.t;
+        if !self.dma_next.iter().any(|&n| n <= t) {
+            return;
+        }
         for e in 0..DMA_ENGINES {
+            if self.dma_next[e] > t {
+                continue;
+            }
             match self.dma[e].phase {
                 Phase::Overhead {
                     until,
@@ -1332,35 +1332,81 @@ impl Machine<'_, '_> {
                     start,
                 } if until <= t => {
                     let Some(tr) = self.queues[queue].front() else {
-                        self.dma[e].phase = Phase::Idle;
+                        self.set_idle(e);
                         continue;
                     };
                     let idx = (tr.first + tr.next) as usize;
                     let Some(d) = self.env.program.descriptors.get(idx) else {
-                        self.dma[e].phase = Phase::Idle;
+                        self.set_idle(e);
                         continue;
                     };
-                    self.dma[e].phase = Phase::Data {
-                        remaining: u64::from(d.len) * BYTE,
+                    let hbm = d.touches_hbm();
+                    let remaining = u64::from(d.len) * BYTE;
+                    let de = &mut self.dma[e];
+                    de.phase = Phase::Data {
+                        remaining,
                         queue,
-                        hbm: d.touches_hbm(),
+                        hbm,
                         start,
                     };
+                    de.since = t;
+                    if hbm {
+                        // The rate depends on how many engines share HBM: `update_rates`.
+                        de.rate = 0;
+                        self.dma_next[e] = u64::MAX;
+                        self.n_hbm += 1;
+                        self.rates_dirty = true;
+                    } else {
+                        de.rate = ENGINE_RATE;
+                        self.dma_next[e] = t + remaining.div_ceil(ENGINE_RATE).max(1);
+                    }
+                    self.reclass(e);
                 }
-                Phase::Data {
-                    remaining: 0,
-                    queue,
-                    start,
-                    ..
-                } => self.finish_descriptor(e, queue, start),
+                Phase::Data { queue, start, .. } => self.finish_descriptor(e, queue, start),
                 _ => {}
             }
         }
     }
 
+    /// Puts engine `e` in the idle phase.
+    fn set_idle(&mut self, e: usize) {
+        let d = &mut self.dma[e];
+        if let Phase::Data { hbm: true, .. } = d.phase {
+            self.n_hbm -= 1;
+        }
+        d.phase = Phase::Idle;
+        d.rate = 0;
+        self.dma_next[e] = u64::MAX;
+        self.start_pending = true;
+        self.reclass(e);
+    }
+
+    /// Closes engine `e`'s accounting interval at the current tick.
+    fn charge_dma(&mut self, e: usize) {
+        let t = self.t;
+        let d = &mut self.dma[e];
+        let dt = t.saturating_sub(d.acct_since);
+        d.acct_since = t;
+        let c = &mut self.report.dma_engines[e];
+        match d.acct {
+            Acct::Idle => c.idle += dt,
+            Acct::Active => c.active += dt,
+            Acct::Bandwidth => c.stall_bandwidth += dt,
+        }
+    }
+
+    /// Re-files engine `e`'s time after a change of phase or rate.
+    fn reclass(&mut self, e: usize) {
+        let class = self.dma[e].class();
+        if class != self.dma[e].acct {
+            self.charge_dma(e);
+            self.dma[e].acct = class;
+        }
+    }
+
     fn finish_descriptor(&mut self, e: usize, queue: usize, start: u64) {
         let t = self.t;
-        self.dma[e].phase = Phase::Idle;
+        self.set_idle(e);
         let Some(tr) = self.queues[queue].front_mut() else {
             return;
         };
@@ -1388,6 +1434,10 @@ impl Machine<'_, '_> {
             let Some(tr) = self.queues[queue].pop_front() else {
                 return;
             };
+            if self.queues[queue].is_empty() {
+                self.queue_mask[queue / DMA_QUEUES] &= !(1 << (queue % DMA_QUEUES));
+            }
+            self.wake = true;
             let s = usize::from(tr.sem);
             self.sems[s] = self.sems[s].wrapping_add(tr.inc);
             join(&mut self.sem_clocks[s], &tr.clock);
@@ -1408,86 +1458,126 @@ impl Machine<'_, '_> {
         }
     }
 
+    /// Performs a descriptor's copy: the bytes move as if through a buffer (a source out of
+    /// range reads as zeros, a destination out of range is not written); the common
+    /// directions copy straight from source to destination.
     fn copy(&mut self, d: &DmaDescriptor) {
         let len = d.len as usize;
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.resize(len, 0);
-        match d.src {
-            DmaEndpoint::Hbm { tensor, offset } => {
-                if let Some(&base) = self.env.bases.get(tensor as usize) {
-                    self.env.hbm.read_unchecked(base + offset, &mut buf);
+        let env = &mut *self.env;
+        let hbm_addr =
+            |tensor: u32, offset: u64| env.bases.get(tensor as usize).map(|&b| b + offset);
+        match (d.src, d.dst) {
+            (
+                DmaEndpoint::Hbm { tensor, offset },
+                dst @ (DmaEndpoint::Sbuf { .. } | DmaEndpoint::Psum { .. }),
+            ) => {
+                let addr = hbm_addr(tensor, offset);
+                let (m, p, off) = onchip_endpoint(env.sbuf, env.psum, dst);
+                let out = m.write(p, off, len);
+                if out.len() == len {
+                    match addr {
+                        Some(a) => env.hbm.read_unchecked(a, out),
+                        None => out.fill(0),
+                    }
                 }
             }
-            DmaEndpoint::Sbuf { partition, offset } => {
-                buf.copy_from_slice_checked(self.env.sbuf.read(
-                    usize::from(partition),
-                    offset as usize,
-                    len,
-                ));
+            (
+                src @ (DmaEndpoint::Sbuf { .. } | DmaEndpoint::Psum { .. }),
+                DmaEndpoint::Hbm { tensor, offset },
+            ) => {
+                let Some(addr) = hbm_addr(tensor, offset) else {
+                    return;
+                };
+                let (m, p, off) = onchip_endpoint(env.sbuf, env.psum, src);
+                let data = m.read(p, off, len);
+                if data.len() == len {
+                    env.hbm.write_unchecked(addr, data);
+                } else {
+                    let mut buf = std::mem::take(&mut self.scratch);
+                    buf.clear();
+                    buf.resize(len, 0);
+                    self.env.hbm.write_unchecked(addr, &buf);
+                    self.scratch = buf;
+                }
             }
-            DmaEndpoint::Psum { partition, offset } => {
-                buf.copy_from_slice_checked(self.env.psum.read(
-                    usize::from(partition),
-                    offset as usize,
-                    len,
-                ));
+            (
+                DmaEndpoint::Sbuf {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Sbuf {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => env.sbuf.copy_within(
+                usize::from(sp),
+                so as usize,
+                usize::from(dp),
+                doff as usize,
+                len,
+            ),
+            (
+                DmaEndpoint::Psum {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Psum {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => env.psum.copy_within(
+                usize::from(sp),
+                so as usize,
+                usize::from(dp),
+                doff as usize,
+                len,
+            ),
+            (
+                DmaEndpoint::Psum {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Sbuf {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => copy_between(env.psum, env.sbuf, sp, so, dp, doff, len),
+            (
+                DmaEndpoint::Sbuf {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Psum {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => copy_between(env.sbuf, env.psum, sp, so, dp, doff, len),
+            (
+                DmaEndpoint::Hbm {
+                    tensor: st,
+                    offset: so,
+                },
+                DmaEndpoint::Hbm {
+                    tensor: dt,
+                    offset: doff,
+                },
+            ) => {
+                let mut buf = std::mem::take(&mut self.scratch);
+                buf.clear();
+                buf.resize(len, 0);
+                if let Some(a) = hbm_addr(st, so) {
+                    self.env.hbm.read_unchecked(a, &mut buf);
+                }
+                if let Some(a) = self.env.bases.get(dt as usize).map(|&b| b + doff) {
+                    self.env.hbm.write_unchecked(a, &buf);
+                }
+                self.scratch = buf;
             }
         }
-        match d.dst {
-            DmaEndpoint::Hbm { tensor, offset } => {
-                if let Some(&base) = self.env.bases.get(tensor as usize) {
-                    self.env.hbm.write_unchecked(base + offset, &buf);
-                }
-            }
-            DmaEndpoint::Sbuf { partition, offset } => {
-                let dst = self
-                    .env
-                    .sbuf
-                    .write(usize::from(partition), offset as usize, len);
-                if dst.len() == buf.len() {
-                    dst.copy_from_slice(&buf);
-                }
-            }
-            DmaEndpoint::Psum { partition, offset } => {
-                let dst = self
-                    .env
-                    .psum
-                    .write(usize::from(partition), offset as usize, len);
-                if dst.len() == buf.len() {
-                    dst.copy_from_slice(&buf);
-                }
-            }
-        }
-        self.scratch = buf;
     }
 
     fn endpoint_region(&self, e: &DmaEndpoint, len: u32) -> Region {
-        match *e {
-            DmaEndpoint::Hbm { tensor, offset } => {
-                let base = self.env.bases.get(tensor as usize).copied().unwrap_or(0);
-                Region {
-                    mem: MemKind::Hbm,
-                    p0: 0,
-                    p1: 1,
-                    b0: base + offset,
-                    b1: base + offset + u64::from(len),
-                }
-            }
-            DmaEndpoint::Sbuf { partition, offset } | DmaEndpoint::Psum { partition, offset } => {
-                Region {
-                    mem: if matches!(e, DmaEndpoint::Sbuf { .. }) {
-                        MemKind::Sbuf
-                    } else {
-                        MemKind::Psum
-                    },
-                    p0: u32::from(partition),
-                    p1: u32::from(partition) + 1,
-                    b0: u64::from(offset),
-                    b1: u64::from(offset) + u64::from(len),
-                }
-            }
-        }
+        endpoint_region(self.env.bases, e, len)
     }
 
     fn start_dma_engines(&mut self) {
@@ -1497,16 +1587,12 @@ impl Machine<'_, '_> {
                 continue;
             }
             // Round-robin over this engine's non-empty queues.
-            let rr = self.dma[e].rr;
-            let mut pick = None;
-            for k in 0..DMA_QUEUES {
-                let qi = (rr + k) % DMA_QUEUES;
-                if !self.queues[e * DMA_QUEUES + qi].is_empty() {
-                    pick = Some(qi);
-                    break;
-                }
+            let mask = self.queue_mask[e];
+            if mask == 0 {
+                continue;
             }
-            let Some(qi) = pick else { continue };
+            let rr = self.dma[e].rr;
+            let qi = (rr + mask.rotate_right(rr as u32).trailing_zeros() as usize) % DMA_QUEUES;
             self.dma[e].rr = (qi + 1) % DMA_QUEUES;
             let q = e * DMA_QUEUES + qi;
             let Some(tr) = self.queues[q].front_mut() else {
@@ -1543,64 +1629,64 @@ impl Machine<'_, '_> {
                 } else {
                     0
                 };
-            self.dma[e].phase = Phase::Overhead {
+            let de = &mut self.dma[e];
+            de.phase = Phase::Overhead {
                 until: t + overhead,
                 queue: q,
                 start: t,
             };
+            self.dma_next[e] = t + overhead;
+            self.reclass(e);
         }
     }
 
+    /// Gives every engine moving HBM data its share of the bandwidth. Progress made at the
+    /// old rate is applied first, so the result equals stepping every tick.
     fn update_rates(&mut self) {
-        let n_hbm = self
-            .dma
-            .iter()
-            .filter(|d| matches!(d.phase, Phase::Data { hbm: true, .. }))
-            .count() as u64;
-        let share = HBM_RATE.checked_div(n_hbm).unwrap_or(HBM_RATE);
-        for d in &mut self.dma {
-            d.rate = match d.phase {
-                Phase::Data { hbm: true, .. } => ENGINE_RATE.min(share),
-                Phase::Data { hbm: false, .. } => ENGINE_RATE,
-                _ => 0,
-            };
+        let share = HBM_RATE.checked_div(self.n_hbm).unwrap_or(HBM_RATE);
+        let rate = ENGINE_RATE.min(share);
+        if rate == self.hbm_rate && !self.rates_dirty {
+            return;
         }
-    }
-
-    fn advance_dma(&mut self, tn: u64) {
-        let dt = tn - self.t;
-        for d in &mut self.dma {
-            if let Phase::Data { remaining, .. } = &mut d.phase {
-                *remaining = remaining.saturating_sub(d.rate.saturating_mul(dt));
+        self.hbm_rate = rate;
+        self.rates_dirty = false;
+        let t = self.t;
+        for e in 0..DMA_ENGINES {
+            let d = &mut self.dma[e];
+            if d.rate == rate {
+                continue;
+            }
+            if let Phase::Data {
+                remaining,
+                hbm: true,
+                ..
+            } = &mut d.phase
+            {
+                *remaining = remaining.saturating_sub(d.rate.saturating_mul(t - d.since));
+                d.since = t;
+                d.rate = rate;
+                self.dma_next[e] = t + remaining.div_ceil(rate).max(1);
+                self.reclass(e);
             }
         }
     }
 
     fn next_event(&self) -> Option<u64> {
         let t = self.t;
-        let mut best: Option<u64> = None;
-        let mut consider = |x: u64| {
-            if x > t {
-                best = Some(best.map_or(x, |b| b.min(x)));
-            }
-        };
+        // The earliest of the tick values after `t` (`u64::MAX`: none).
+        let after = |x: u64| if x > t { x } else { u64::MAX };
+        let mut best = u64::MAX;
         for s in &self.seqs {
-            consider(s.main_until);
-            consider(s.ls_until);
+            best = best.min(after(s.main_until)).min(after(s.ls_until));
         }
         for p in &self.ports {
-            consider(p.until);
+            best = best.min(after(p.until));
         }
-        for d in &self.dma {
-            match d.phase {
-                Phase::Overhead { until, .. } => consider(until),
-                Phase::Data { remaining, .. } if d.rate > 0 => {
-                    consider(t + remaining.div_ceil(d.rate).max(1));
-                }
-                _ => {}
-            }
+        // Every pending DMA phase change lies after `t` (due ones were processed).
+        for &n in &self.dma_next {
+            best = best.min(after(n));
         }
-        best
+        (best != u64::MAX).then_some(best)
     }
 
     fn account(&mut self, tn: u64) {
@@ -1630,31 +1716,61 @@ impl Machine<'_, '_> {
                 }
             }
         }
-        for (e, d) in self.dma.iter().enumerate() {
-            let c = &mut self.report.dma_engines[e];
-            match d.phase {
-                Phase::Idle => c.idle += dt,
-                Phase::Overhead { .. } => c.active += dt,
-                Phase::Data { .. } => {
-                    if d.rate < ENGINE_RATE {
-                        c.stall_bandwidth += dt;
-                    } else {
-                        c.active += dt;
-                    }
-                }
+    }
+}
+
+/// The footprint of a descriptor endpoint (an HBM tensor missing from `bases` counts from 0).
+fn endpoint_region(bases: &[u64], e: &DmaEndpoint, len: u32) -> Region {
+    match *e {
+        DmaEndpoint::Hbm { tensor, offset } => {
+            let base = bases.get(tensor as usize).copied().unwrap_or(0);
+            Region {
+                mem: MemKind::Hbm,
+                p0: 0,
+                p1: 1,
+                b0: base + offset,
+                b1: base + offset + u64::from(len),
+            }
+        }
+        DmaEndpoint::Sbuf { partition, offset } | DmaEndpoint::Psum { partition, offset } => {
+            Region {
+                mem: if matches!(e, DmaEndpoint::Sbuf { .. }) {
+                    MemKind::Sbuf
+                } else {
+                    MemKind::Psum
+                },
+                p0: u32::from(partition),
+                p1: u32::from(partition) + 1,
+                b0: u64::from(offset),
+                b1: u64::from(offset) + u64::from(len),
             }
         }
     }
 }
 
-trait CopyChecked {
-    fn copy_from_slice_checked(&mut self, src: &[u8]);
+/// The on-chip memory, partition and offset of an SBUF or PSUM endpoint (for HBM, which callers
+/// exclude, an offset out of every partition).
+fn onchip_endpoint<'m>(
+    sbuf: &'m mut OnChip,
+    psum: &'m mut OnChip,
+    e: DmaEndpoint,
+) -> (&'m mut OnChip, usize, usize) {
+    match e {
+        DmaEndpoint::Psum { partition, offset } => (psum, usize::from(partition), offset as usize),
+        DmaEndpoint::Sbuf { partition, offset } => (sbuf, usize::from(partition), offset as usize),
+        DmaEndpoint::Hbm { .. } => (sbuf, 0, usize::MAX),
+    }
 }
 
-impl CopyChecked for Vec<u8> {
-    fn copy_from_slice_checked(&mut self, src: &[u8]) {
-        if src.len() == self.len() {
-            self.copy_from_slice(src);
+/// A descriptor's copy between two on-chip memories (a source out of range copies zeros).
+fn copy_between(src: &OnChip, dst: &mut OnChip, sp: u8, so: u32, dp: u8, doff: u32, len: usize) {
+    let data = src.read(usize::from(sp), so as usize, len);
+    let out = dst.write(usize::from(dp), doff as usize, len);
+    if out.len() == len {
+        if data.len() == len {
+            out.copy_from_slice(data);
+        } else {
+            out.fill(0);
         }
     }
 }
@@ -1737,10 +1853,13 @@ pub(crate) fn op_cycles(ins: &Instr, dependent: bool) -> u64 {
     }
 }
 
+/// Reads `ap` as binary32, `[partitions, free]` row-major, into `out` (an element whose bytes
+/// lie outside the partition reads as 0). `out`'s previous contents are overwritten, not
+/// cleared first.
 fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
     let f = ap.free_elems() as usize;
     let parts = usize::from(ap.partitions);
-    out.clear();
+    out.truncate(parts * f);
     out.resize(parts * f, 0.0);
     let es = ap.dtype.size();
     let dt = ap.dtype;
@@ -1754,13 +1873,20 @@ fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
                     for (o, c) in row.iter_mut().zip(src.chunks_exact(4)) {
                         *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                     }
+                } else if dt == DType::Bf16 {
+                    for (o, c) in row.iter_mut().zip(src.chunks_exact(2)) {
+                        *o = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
+                    }
                 } else {
                     for (o, c) in row.iter_mut().zip(src.chunks_exact(es)) {
                         *o = load_f32(dt, c);
                     }
                 }
+            } else {
+                row.fill(0.0);
             }
         } else {
+            row.fill(0.0);
             ap.for_each_offset(|i, o| {
                 if let (Some(dst), Some(src)) = (row.get_mut(i), part.get(o..o + es)) {
                     *dst = load_f32(dt, src);
@@ -1798,8 +1924,14 @@ fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
         if contiguous {
             let off = ap.offset as usize;
             if let Some(dst) = part.get_mut(off..off + f * es) {
-                for (c, &v) in dst.chunks_exact_mut(es).zip(row) {
-                    store_f32(dt, v, c);
+                if dt == DType::F32 {
+                    for (c, &v) in dst.chunks_exact_mut(4).zip(row) {
+                        c.copy_from_slice(&v.to_le_bytes());
+                    }
+                } else {
+                    for (c, &v) in dst.chunks_exact_mut(es).zip(row) {
+                        store_f32(dt, v, c);
+                    }
                 }
             }
         } else {

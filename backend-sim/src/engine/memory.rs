@@ -22,6 +22,8 @@ pub const SEMAPHORES: usize = 256;
 pub const DMA_ENGINES: usize = 16;
 /// DMA queues per DMA engine.
 pub const DMA_QUEUES: usize = 16;
+/// Padding between the partitions of an [`OnChip`] memory in host memory (not addressable).
+const PARTITION_PAD: usize = 1024 + 64;
 /// HBM page size: the granularity at which HBM materialises and allocations are rounded.
 pub const HBM_PAGE_BYTES: u64 = 4096;
 
@@ -31,6 +33,10 @@ pub const HBM_PAGE_BYTES: u64 = 4096;
 pub struct OnChip {
     bytes: Vec<u8>,
     partition_bytes: usize,
+    /// Distance between partitions in `bytes`: the partition size plus a little padding, so
+    /// the same offset of consecutive partitions does not map to the same cache sets (192 KiB
+    /// and 16 KiB are multiples of every cache's set period).
+    stride: usize,
     /// Per partition, one past the highest byte written since the last clear.
     high_water: Vec<usize>,
 }
@@ -47,9 +53,11 @@ impl core::fmt::Debug for OnChip {
 impl OnChip {
     /// A zeroed memory.
     pub fn new(partitions: usize, partition_bytes: usize) -> Self {
+        let stride = partition_bytes + PARTITION_PAD;
         Self {
-            bytes: vec![0; partitions * partition_bytes],
+            bytes: vec![0; partitions * stride],
             partition_bytes,
+            stride,
             high_water: vec![0; partitions],
         }
     }
@@ -78,7 +86,7 @@ impl OnChip {
     pub fn clear(&mut self) {
         for (p, hw) in self.high_water.iter_mut().enumerate() {
             if *hw > 0 {
-                let base = p * self.partition_bytes;
+                let base = p * self.stride;
                 if let Some(s) = self.bytes.get_mut(base..base + *hw) {
                     s.fill(0);
                 }
@@ -92,7 +100,7 @@ impl OnChip {
         if offset.saturating_add(len) > self.partition_bytes {
             return &[];
         }
-        let base = p * self.partition_bytes + offset;
+        let base = p * self.stride + offset;
         self.bytes.get(base..base + len).unwrap_or(&[])
     }
 
@@ -107,8 +115,34 @@ impl OnChip {
         } else {
             return &mut [];
         }
-        let base = p * self.partition_bytes + offset;
+        let base = p * self.stride + offset;
         self.bytes.get_mut(base..base + len).unwrap_or(&mut [])
+    }
+
+    /// Copies `len` bytes from partition `sp` at `soff` to partition `dp` at `doff` as if
+    /// through a buffer (overlap allowed); a source out of range copies zeros, a destination
+    /// out of range copies nothing.
+    pub(crate) fn copy_within(
+        &mut self,
+        sp: usize,
+        soff: usize,
+        dp: usize,
+        doff: usize,
+        len: usize,
+    ) {
+        let src_ok = soff.saturating_add(len) <= self.partition_bytes && sp < self.partitions();
+        if self.write(dp, doff, len).len() != len {
+            return;
+        }
+        let dst = dp * self.stride + doff;
+        if src_ok {
+            let src = sp * self.stride + soff;
+            if src + len <= self.bytes.len() && dst + len <= self.bytes.len() {
+                self.bytes.copy_within(src..src + len, dst);
+            }
+        } else if let Some(d) = self.bytes.get_mut(dst..dst + len) {
+            d.fill(0);
+        }
     }
 
     /// Marks `[lo, hi)` of partition `p` written (for callers that wrote through
@@ -121,7 +155,7 @@ impl OnChip {
 
     /// The whole of partition `p`.
     pub(crate) fn partition(&self, p: usize) -> &[u8] {
-        let base = p * self.partition_bytes;
+        let base = p * self.stride;
         self.bytes
             .get(base..base + self.partition_bytes)
             .unwrap_or(&[])
@@ -129,7 +163,7 @@ impl OnChip {
 
     /// The whole of partition `p`, mutable (the caller marks what it writes with `touch`).
     pub(crate) fn partition_mut(&mut self, p: usize) -> &mut [u8] {
-        let base = p * self.partition_bytes;
+        let base = p * self.stride;
         self.bytes
             .get_mut(base..base + self.partition_bytes)
             .unwrap_or(&mut [])

@@ -39,6 +39,7 @@ pub mod kernels;
 mod math;
 mod memory;
 mod program;
+mod shadow;
 pub mod trace;
 
 pub use builder::{ProgramBuilder, SemAlloc};
