@@ -134,6 +134,55 @@ fn writer_round_trips() {
 }
 
 #[test]
+fn writer_refuses_names_that_would_not_round_trip() {
+    type Mutation = fn(&mut NeffSpec);
+    let cases: [(&str, Mutation); 7] = [
+        ("cannot write a subgraph named \".\"", |s| {
+            s.subgraphs[0].name = ".".into()
+        }),
+        ("cannot write a subgraph named \"..\"", |s| {
+            s.subgraphs[0].name = "..".into()
+        }),
+        ("cannot write a subgraph named \"\"", |s| {
+            s.subgraphs[0].name = String::new()
+        }),
+        ("cannot write a subgraph named \"a/b\"", |s| {
+            s.subgraphs[0].name = "a/b".into()
+        }),
+        ("cannot write subgraph \"sg00\" twice", |s| {
+            let again = s.subgraphs[0].clone();
+            s.subgraphs.push(again);
+        }),
+        (
+            "cannot write a member named \"../x\" in subgraph \"sg00\"",
+            |s| s.subgraphs[0].members.push(("../x".into(), vec![1])),
+        ),
+        ("cannot write tensor \"a\" twice", |s| {
+            let again = s.tensors[0].clone();
+            s.tensors.push(again);
+        }),
+    ];
+    for (message, mutate) in cases {
+        let mut spec = sample_spec(true);
+        mutate(&mut spec);
+        let e = neff::write(&spec).unwrap_err();
+        assert_eq!(e.status(), NrtStatus::Invalid, "{message}");
+        assert_eq!(e.message(), message);
+    }
+    // A member in a subdirectory of the subgraph's directory round-trips.
+    let mut spec = sample_spec(true);
+    spec.subgraphs[0]
+        .members
+        .push(("dir/x.bin".into(), vec![7]));
+    let opts = ParseOptions {
+        keep: KeepMembers::All,
+        ..Default::default()
+    };
+    let parsed = neff::parse(&neff::write(&spec).unwrap(), &opts).unwrap();
+    assert_eq!(parsed.subgraphs[0].member("dir/x.bin"), Some(&[7u8][..]));
+}
+
+#[test]
 fn unsupported_major_version() {
     let mut b = neff::write(&sample_spec(true)).unwrap();
     b[24..32].copy_from_slice(&3u64.to_le_bytes());

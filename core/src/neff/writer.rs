@@ -1,6 +1,7 @@
 //! The NEFF writer: the same schema the parser reads (header, gzip tar, JSON members) plus any
 //! extra subgraph members (such as a simulator program).
 
+use alloc::collections::BTreeSet;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -16,10 +17,10 @@ use crate::model::TensorUsage;
 /// One subgraph to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubgraphSpec {
-    /// Name and directory (`sg00`, ...).
+    /// Name and directory (`sg00`, ...): non-empty, unique, no `/`, not `.` or `..`.
     pub name: String,
-    /// Extra members of the subgraph directory: (file name, bytes). `def.json` and
-    /// `tensor_map.json` are generated.
+    /// Extra members of the subgraph directory: (path relative to it, bytes); no path
+    /// component may be empty, `.` or `..`. `def.json` and `tensor_map.json` are generated.
     pub members: Vec<(String, Vec<u8>)>,
 }
 
@@ -79,6 +80,15 @@ fn to_vec(v: &Value) -> Vec<u8> {
     serde_json::to_vec_pretty(v).unwrap_or_default()
 }
 
+/// A subgraph or member name becomes one component of a tar path: it must be non-empty, hold
+/// no `/`, and not be `.` or `..` (tar readers normalise those away).
+fn check_path_component(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(err!(Invalid, "cannot write a {what} named \"{name}\""));
+    }
+    Ok(())
+}
+
 /// Writes `spec` as a NEFF file.
 pub fn write(spec: &NeffSpec) -> Result<Vec<u8>> {
     if spec.subgraphs.is_empty() || spec.subgraphs.len() > MAX_SUBGRAPHS {
@@ -94,6 +104,31 @@ pub fn write(spec: &NeffSpec) -> Result<Vec<u8>> {
             "cannot write a NEFF name of {} bytes (at most 255)",
             spec.name.len()
         ));
+    }
+    let mut seen = BTreeSet::new();
+    for s in &spec.subgraphs {
+        check_path_component("subgraph", &s.name)?;
+        if !seen.insert(s.name.as_str()) {
+            return Err(err!(Invalid, "cannot write subgraph \"{}\" twice", s.name));
+        }
+        for (name, _) in &s.members {
+            // A member may sit in a subdirectory of the subgraph's directory.
+            for part in name.split('/') {
+                check_path_component("member", part).map_err(|_| {
+                    err!(
+                        Invalid,
+                        "cannot write a member named \"{name}\" in subgraph \"{}\"",
+                        s.name
+                    )
+                })?;
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for t in &spec.tensors {
+        if !seen.insert(t.name.as_str()) {
+            return Err(err!(Invalid, "cannot write tensor \"{}\" twice", t.name));
+        }
     }
     let mut tar_bytes = Vec::new();
     let graphs: Vec<Value> = spec
@@ -139,13 +174,6 @@ pub fn write(spec: &NeffSpec) -> Result<Vec<u8>> {
     let def = to_vec(&json!({"var": var}));
     let tm = to_vec(&Value::Object(tensor_map));
     for s in &spec.subgraphs {
-        if s.name.is_empty() || s.name.contains('/') {
-            return Err(err!(
-                Invalid,
-                "cannot write a subgraph named \"{}\"",
-                s.name
-            ));
-        }
         tar::write_member(&mut tar_bytes, &alloc::format!("{}/def.json", s.name), &def)?;
         tar::write_member(
             &mut tar_bytes,

@@ -1,0 +1,103 @@
+//! Writes seed corpora for the byte-input targets into `fuzz/corpus/<target>/`:
+//!
+//! * `neff_parse`: NEFFs built by the writer (gzip and plain tar) and from the simulator's
+//!   kernel programs, plus the compiler fixture `../shared/fixtures/neff/matmul_small.neff`
+//!   when it exists (read at run time, never copied into the repository);
+//! * `sim_program`: the kernel builders' programs.
+//!
+//! The structured targets (`neff_roundtrip`, `config`, `facade`, `coredump_template`) start
+//! from libFuzzer's own inputs.
+//!
+//! Run from `fuzz/`: `cargo run --example build_corpus`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use nrt_core::model::{Dtype, TensorUsage};
+use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
+use nrt_sim::engine::{DType, Program, kernels};
+
+fn save(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    fs::write(dir.join(name), bytes)?;
+    println!("{} ({} bytes)", dir.join(name).display(), bytes.len());
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let corpus = root.join("corpus");
+    let neff_dir = corpus.join("neff_parse");
+    let prog_dir = corpus.join("sim_program");
+
+    let programs: Vec<(&str, Program)> = vec![
+        (
+            "add",
+            kernels::elementwise(kernels::Elementwise::Add, 2, 4, DType::F32)?,
+        ),
+        (
+            "mul_bf16",
+            kernels::elementwise(kernels::Elementwise::Mul, 3, 5, DType::Bf16)?,
+        ),
+        ("matmul", kernels::matmul(4, 4, 4, DType::F32, DType::F32)?),
+        (
+            "matmul_bf16",
+            kernels::matmul(8, 16, 8, DType::Bf16, DType::F32)?,
+        ),
+    ];
+    for (name, p) in &programs {
+        save(&prog_dir, &format!("{name}.prog"), &p.to_bytes())?;
+        save(
+            &neff_dir,
+            &format!("{name}.neff"),
+            &nrt_sim::neff::neff_from_programs(name, std::slice::from_ref(p))?,
+        )?;
+    }
+
+    for gzip in [true, false] {
+        let spec = NeffSpec {
+            name: "seed".into(),
+            uuid: [3; 16],
+            version: (2, 0),
+            feature_bits: 0,
+            lnc_size: 1,
+            num_tpb: 1,
+            gzip,
+            subgraphs: vec![SubgraphSpec {
+                name: "sg00".into(),
+                members: vec![("nrt-sim.prog".into(), vec![1, 2, 3])],
+            }],
+            tensors: vec![
+                NeffTensor {
+                    name: "x".into(),
+                    usage: TensorUsage::Input,
+                    size: 8,
+                    dtype: Dtype::Float32,
+                    shape: vec![2],
+                    var_id: 1,
+                },
+                NeffTensor {
+                    name: "y".into(),
+                    usage: TensorUsage::Output,
+                    size: 4,
+                    dtype: Dtype::Int16,
+                    shape: vec![1, 2],
+                    var_id: 2,
+                },
+            ],
+        };
+        let kind = if gzip { "gzip" } else { "tar" };
+        save(
+            &neff_dir,
+            &format!("spec_{kind}.neff"),
+            &neff::write(&spec)?,
+        )?;
+    }
+
+    let fixture = root.join("../../shared/fixtures/neff/matmul_small.neff");
+    match fs::read(&fixture) {
+        Ok(b) => save(&neff_dir, "fixture_matmul_small.neff", &b)?,
+        Err(e) => println!("skipping {}: {e}", fixture.display()),
+    }
+    Ok(())
+}

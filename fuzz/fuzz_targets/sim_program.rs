@@ -1,0 +1,110 @@
+//! Raw bytes → the simulator's program decoder (`Program::from_bytes`, which validates); a
+//! program that decodes is re-encoded and decoded again (the encoding must be stable), loaded
+//! on a small simulated device, given arbitrary input bytes, executed with small tick, event
+//! and hazard limits, rendered as a trace and unloaded (all its HBM given back).
+//!
+//! Inputs that do not start with the magic are also tried behind a valid preamble (magic,
+//! format 1.0, no flags), so mutations reach the sections.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use nrt_core::NrtStatus;
+use nrt_sim::Instance;
+use nrt_sim::engine::{
+    Device, ExecOptions, FORMAT_MAJOR, FORMAT_MINOR, MAGIC, Program, TensorKind, trace,
+};
+
+/// HBM of the fuzzing device: large programs fail to load with NRT_RESOURCE instead of
+/// allocating gigabytes.
+const HBM_BYTES: u64 = 64 << 20;
+
+fn run(bytes: &[u8]) {
+    let program = match Program::from_bytes(bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            assert!(
+                matches!(
+                    e.status(),
+                    NrtStatus::Invalid | NrtStatus::UnsupportedNeffVersion
+                ),
+                "{e:?}"
+            );
+            return;
+        }
+    };
+    let encoded = program.to_bytes();
+    let again = Program::from_bytes(&encoded)
+        .unwrap_or_else(|e| panic!("a decoded program does not decode after to_bytes: {e:?}"));
+    assert_eq!(again.to_bytes(), encoded, "unstable encoding");
+
+    let mut dev = Device::with_hbm_capacity(Instance::Trn1, HBM_BYTES);
+    let core = u32::from(bytes.last().copied().unwrap_or(0) & 1);
+    let lp = match dev.load(core, program) {
+        Ok(lp) => lp,
+        Err(e) => {
+            assert!(
+                matches!(e.status(), NrtStatus::Invalid | NrtStatus::Resource),
+                "{e:?}"
+            );
+            assert_eq!(dev.hbm().allocated(), 0, "a failed load kept HBM");
+            return;
+        }
+    };
+    // Inputs: a pattern from the fuzz input, exactly each input's size (bounded by the HBM).
+    let inputs: Vec<(String, u64)> = lp
+        .program()
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Input)
+        .map(|t| (t.name.clone(), t.size_bytes().unwrap_or(0)))
+        .collect();
+    for (name, size) in inputs {
+        if size <= 1 << 20 {
+            let data: Vec<u8> = (0..size as usize)
+                .map(|i| bytes.get(i % bytes.len().max(1)).copied().unwrap_or(0))
+                .collect();
+            let _ = dev.write_tensor(&lp, &name, &data);
+        }
+    }
+    let opts = ExecOptions {
+        max_ticks: 2_000_000,
+        record_events: true,
+        max_events: 256,
+        max_hazards: 4,
+    };
+    match dev.execute(&lp, &opts) {
+        Ok(report) => {
+            assert!(report.events.len() <= opts.max_events);
+            assert!(report.hazards.len() <= opts.max_hazards);
+            assert_eq!(report.status == NrtStatus::Success, report.error.is_none());
+            let _ = trace::chrome_trace_json(&report);
+            if report.result().is_ok() {
+                for t in &lp.program().tensors {
+                    if t.kind == TensorKind::Output && t.size_bytes().unwrap_or(u64::MAX) <= 1 << 20
+                    {
+                        let out = dev.read_tensor(&lp, &t.name);
+                        assert!(out.is_ok(), "{out:?}");
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            let _ = e;
+        }
+    }
+    dev.unload(lp).expect("unload of a loaded program");
+    assert_eq!(dev.hbm().allocated(), 0, "unload left HBM allocated");
+}
+
+fuzz_target!(|data: &[u8]| {
+    run(data);
+    if !data.starts_with(&MAGIC) {
+        let mut b = Vec::with_capacity(data.len() + 16);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&FORMAT_MAJOR.to_le_bytes());
+        b.extend_from_slice(&FORMAT_MINOR.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(data);
+        run(&b);
+    }
+});
