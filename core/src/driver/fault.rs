@@ -224,13 +224,20 @@ impl<D> FaultInjector<D> {
         let Some(armed) = self.armed.get(call.index()) else {
             return false;
         };
-        armed
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
-                0 => None,
-                u32::MAX => Some(u32::MAX),
-                n => Some(n - 1),
-            })
-            .is_ok()
+        // Decrement unless disarmed (0) or armed forever (u32::MAX). A compare-exchange loop
+        // rather than `fetch_update`, which newer toolchains deprecate under another name.
+        let mut n = armed.load(Ordering::SeqCst);
+        loop {
+            let next = match n {
+                0 => return false,
+                u32::MAX => return true,
+                n => n - 1,
+            };
+            match armed.compare_exchange_weak(n, next, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return true,
+                Err(current) => n = current,
+            }
+        }
     }
 
     fn guard(&self, call: DriverCall) -> Result<(), FaultError<D::Error>>
