@@ -4,8 +4,6 @@
 
 use std::time::Instant;
 
-use nrt_core::model::{Dtype, TensorUsage};
-use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 use nrt_core::tensor::{TensorPlacement, TensorSet};
 use nrt_core::{FrameworkType, Runtime};
 use nrt_host::StdHost;
@@ -13,38 +11,7 @@ use nrt_sim::{Instance, SimDriver};
 
 fn main() {
     let quick = std::env::var_os("NRT_BENCH_QUICK").is_some();
-    let neff_bytes = neff::write(&NeffSpec {
-        name: "empty".into(),
-        uuid: [0; 16],
-        version: (2, 0),
-        feature_bits: 0,
-        lnc_size: 1,
-        num_tpb: 1,
-        gzip: true,
-        subgraphs: vec![SubgraphSpec {
-            name: "sg00".into(),
-            members: vec![],
-        }],
-        tensors: vec![
-            NeffTensor {
-                name: "in".into(),
-                usage: TensorUsage::Input,
-                size: 64,
-                dtype: Dtype::Float32,
-                shape: vec![16],
-                var_id: 1,
-            },
-            NeffTensor {
-                name: "out".into(),
-                usage: TensorUsage::Output,
-                size: 64,
-                dtype: Dtype::Float32,
-                shape: vec![16],
-                var_id: 2,
-            },
-        ],
-    })
-    .unwrap();
+    let neff_bytes = nrt_tests::models::empty_neff();
     let rt = Runtime::with_host(SimDriver::new(Instance::Trn1, 1), StdHost::new());
     rt.init(
         FrameworkType::NoFw,

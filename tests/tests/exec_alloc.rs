@@ -5,8 +5,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nrt_core::Runtime;
-use nrt_core::model::{Dtype, TensorUsage};
-use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 use nrt_core::tensor::{TensorPlacement, TensorSet};
 use nrt_host::StdHost;
 use nrt_sim::{Instance, SimDriver};
@@ -36,47 +34,11 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// A one-subgraph NEFF with no program: the simulator completes it without computing.
-pub fn empty_model() -> Vec<u8> {
-    neff::write(&NeffSpec {
-        name: "empty".into(),
-        uuid: [0; 16],
-        version: (2, 0),
-        feature_bits: 0,
-        lnc_size: 1,
-        num_tpb: 1,
-        gzip: true,
-        subgraphs: vec![SubgraphSpec {
-            name: "sg00".into(),
-            members: vec![],
-        }],
-        tensors: vec![
-            NeffTensor {
-                name: "in".into(),
-                usage: TensorUsage::Input,
-                size: 64,
-                dtype: Dtype::Float32,
-                shape: vec![16],
-                var_id: 1,
-            },
-            NeffTensor {
-                name: "out".into(),
-                usage: TensorUsage::Output,
-                size: 64,
-                dtype: Dtype::Float32,
-                shape: vec![16],
-                var_id: 2,
-            },
-        ],
-    })
-    .unwrap()
-}
-
 #[test]
 fn sync_execute_allocates_nothing_per_call() {
     let rt = Runtime::with_host(SimDriver::new(Instance::Trn1, 1), StdHost::new());
     init(&rt, &[("NEURON_RT_LOG_LEVEL", "ERROR")]).unwrap();
-    let h = rt.load(&empty_model(), 0, -1).unwrap();
+    let h = rt.load(&nrt_tests::models::empty_neff(), 0, -1).unwrap();
     let mut inputs = TensorSet::new();
     inputs.add(
         "in",
