@@ -255,7 +255,17 @@ impl<'rt> Tensor<'rt> {
             Storage::Device { buffer, memory } => memory.read(*buffer, at, out),
             Storage::Host(v) => {
                 let v = v.lock();
-                let src = v.get(at as usize..at as usize + out.len()).unwrap_or(&[]);
+                // `check` bounded the range by the tensor, whose storage is at least as long.
+                let Some(src) = v.get(at as usize..at as usize + out.len()) else {
+                    let len = v.len() as u64;
+                    return Err(out_of_range(
+                        "a read",
+                        &self.name,
+                        offset,
+                        out.len() as u64,
+                        len,
+                    ));
+                };
                 out.copy_from_slice(src);
                 Ok(())
             }
@@ -291,9 +301,17 @@ impl<'rt> Tensor<'rt> {
             Storage::Device { buffer, memory } => memory.write(*buffer, at, data),
             Storage::Host(v) => {
                 let mut v = v.lock();
-                if let Some(dst) = v.get_mut(at as usize..at as usize + data.len()) {
-                    dst.copy_from_slice(data);
-                }
+                let len = v.len() as u64;
+                let Some(dst) = v.get_mut(at as usize..at as usize + data.len()) else {
+                    return Err(out_of_range(
+                        "a write",
+                        &self.name,
+                        offset,
+                        data.len() as u64,
+                        len,
+                    ));
+                };
+                dst.copy_from_slice(data);
                 Ok(())
             }
             Storage::Virtual(a) => {
