@@ -237,29 +237,7 @@ impl Device {
     /// program and its inputs.
     pub fn execute(&mut self, lp: &LoadedProgram, opts: &ExecOptions) -> Result<ExecReport, Error> {
         self.check_owner(lp)?;
-        for (t, &b) in lp.program.tensors.iter().zip(&lp.bases) {
-            if matches!(t.kind, TensorKind::Output | TensorKind::Scratch) {
-                self.hbm.zero_range(b, t.size_bytes().unwrap_or(0));
-            }
-        }
-        let slot = self
-            .cores
-            .get_mut(lp.core as usize)
-            .ok_or_else(|| err!(Invalid, "core {} does not exist", lp.core))?;
-        let core = slot.get_or_insert_with(|| CoreMem {
-            sbuf: OnChip::sbuf(),
-            psum: OnChip::psum(),
-        });
-        core.sbuf.clear();
-        core.psum.clear();
-        let mut env = ExecEnv {
-            program: &lp.program,
-            bases: &lp.bases,
-            hbm: &mut self.hbm,
-            sbuf: &mut core.sbuf,
-            psum: &mut core.psum,
-        };
-        Ok(execute(&mut env, opts))
+        self.execute_at(lp, &lp.bases, opts)
     }
 
     /// Executes a loaded program with some of its tensors bound to other HBM addresses of this
@@ -288,7 +266,18 @@ impl Device {
             }
             *slot = addr;
         }
-        for (t, &b) in lp.program.tensors.iter().zip(&bases) {
+        self.execute_at(lp, &bases, opts)
+    }
+
+    /// Runs `lp` with its tensors at `bases`: zeroes the outputs and scratch tensors there and
+    /// the core's SBUF and PSUM, then executes.
+    fn execute_at(
+        &mut self,
+        lp: &LoadedProgram,
+        bases: &[u64],
+        opts: &ExecOptions,
+    ) -> Result<ExecReport, Error> {
+        for (t, &b) in lp.program.tensors.iter().zip(bases) {
             if matches!(t.kind, TensorKind::Output | TensorKind::Scratch) {
                 self.hbm.zero_range(b, t.size_bytes().unwrap_or(0));
             }
@@ -305,7 +294,7 @@ impl Device {
         core.psum.clear();
         let mut env = ExecEnv {
             program: &lp.program,
-            bases: &bases,
+            bases,
             hbm: &mut self.hbm,
             sbuf: &mut core.sbuf,
             psum: &mut core.psum,
