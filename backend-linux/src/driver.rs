@@ -5,12 +5,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use nrt_core::bitmap::{CoreBitmap, MAX_CORES};
 use nrt_core::driver::{
-    Arch, CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverVersion,
-    ExecRequest, HwRevision, Platform, ReserveError, ReserveRequest, SoftIncompatCallback,
-    StagedModel, SubgraphImage,
+    Arch, CompatRange, CoreInitParams, DeviceInfo, Driver, DriverVersion, HwRevision, Platform,
+    Reservation, ReserveRequest, SoftIncompatCallback,
 };
-use nrt_core::lnc::{CoreBitmap, MAX_CORES};
 
 use crate::error::LinuxError;
 use crate::sys::{self, DeviceFd, OpenMode};
@@ -37,7 +36,7 @@ enum Crwl {
 
 /// What discovery found, kept for the per-device steps.
 #[derive(Clone, Copy, Debug)]
-struct Topology {
+struct Discovered {
     /// Index of the lowest device node: the misc fd is opened on it, so reservation core
     /// numbers are relative to its first core.
     base: u32,
@@ -52,7 +51,7 @@ struct State {
     attached: Vec<(u32, DeviceFd)>,
     /// The `O_WRONLY` fd on the base node, open from first use to drop.
     misc: Option<DeviceFd>,
-    topology: Option<Topology>,
+    discovered: Option<Discovered>,
     crwl: Crwl,
     /// Cores this driver reserved and has not released (relative to the base node).
     reserved: CoreBitmap,
@@ -93,7 +92,7 @@ impl LinuxDriver {
             state: Mutex::new(State {
                 attached: Vec::new(),
                 misc: None,
-                topology: None,
+                discovered: None,
                 crwl: Crwl::Unknown,
                 reserved: CoreBitmap::new(),
             }),
@@ -178,7 +177,7 @@ impl LinuxDriver {
     }
 
     fn base_node(&self, st: &State) -> Result<u32, LinuxError> {
-        match st.topology {
+        match st.discovered {
             Some(t) => Ok(t.base),
             None => self
                 .scan_nodes()?
@@ -215,7 +214,7 @@ impl LinuxDriver {
     fn discover_locked(
         &self,
         st: &mut State,
-    ) -> Result<(Topology, Option<&'static str>), LinuxError> {
+    ) -> Result<(Discovered, Option<&'static str>), LinuxError> {
         let nodes = self.scan_nodes()?;
         let Some(&base) = nodes.first() else {
             return Err(LinuxError::no_device("discover", &self.dev_dir));
@@ -264,7 +263,7 @@ impl LinuxDriver {
             Some(sys::REVID_QEMU | sys::REVID_EMU) => Platform::Simulator,
             _ => Platform::Hardware,
         };
-        let topology = Topology {
+        let discovered = Discovered {
             base,
             info: DeviceInfo {
                 device_count,
@@ -273,12 +272,12 @@ impl LinuxDriver {
                 platform,
             },
         };
-        st.topology = Some(topology);
-        Ok((topology, warning))
+        st.discovered = Some(discovered);
+        Ok((discovered, warning))
     }
 
-    fn topology(&self, st: &mut State) -> Result<Topology, LinuxError> {
-        match st.topology {
+    fn discovered(&self, st: &mut State) -> Result<Discovered, LinuxError> {
+        match st.discovered {
             Some(t) => Ok(t),
             None => self.discover_locked(st).map(|(t, _)| t),
         }
@@ -443,14 +442,14 @@ impl Driver for LinuxDriver {
     /// `instance_type` when the ioctl fails), and cores per device from sysfs `core_count`
     /// (root-only before driver 2.28) or the architecture.
     fn discover(&self) -> Result<DeviceInfo, LinuxError> {
-        let (topology, warning) = {
+        let (discovered, warning) = {
             let mut st = self.state();
             self.discover_locked(&mut st)?
         };
         if let Some(warning) = warning {
             self.warn(warning);
         }
-        Ok(topology.info)
+        Ok(discovered.info)
     }
 
     /// A no-op: the revision override belongs to simulator platforms (QEMU / emulator PCI
@@ -482,15 +481,12 @@ impl Driver for LinuxDriver {
 
     /// `CRWL_NC_RANGE_MARK_EXT0` on the misc fd (the legacy 64-core `CRWL_NC_RANGE_MARK` when
     /// the driver rejects it with `EINVAL`/`ENOTTY`). `EBUSY` is
-    /// [`ReserveError::Unavailable`] with the driver's longest free run.
-    fn reserve_cores(
-        &self,
-        request: ReserveRequest,
-    ) -> Result<CoreBitmap, ReserveError<LinuxError>> {
+    /// [`Reservation::Unavailable`] with the driver's longest free run.
+    fn reserve_cores(&self, request: ReserveRequest) -> Result<Reservation, LinuxError> {
         let (result, fell_back) = {
             let mut st = self.state();
             let before = st.crwl;
-            let fd = self.misc(&mut st).map_err(ReserveError::Driver)?;
+            let fd = self.misc(&mut st)?;
             let (result, crwl) = mark(fd, before, request);
             st.crwl = crwl;
             if let Ok(MarkOutcome::Reserved(bitmap)) = &result {
@@ -504,10 +500,9 @@ impl Driver for LinuxDriver {
                  using the legacy 64-core reservation ioctls",
             );
         }
-        match result {
-            Ok(MarkOutcome::Reserved(bitmap)) => Ok(bitmap),
-            Ok(MarkOutcome::Busy { available }) => Err(ReserveError::Unavailable { available }),
-            Err(e) => Err(ReserveError::Driver(e)),
+        match result? {
+            MarkOutcome::Reserved(bitmap) => Ok(Reservation::Reserved(bitmap)),
+            MarkOutcome::Busy { available } => Ok(Reservation::Unavailable { available }),
         }
     }
 
@@ -531,16 +526,14 @@ impl Driver for LinuxDriver {
     /// fds opened by this call are closed again.
     fn init_cores(&self, params: &CoreInitParams) -> Result<(), LinuxError> {
         let mut st = self.state();
-        let topology = self.topology(&mut st)?;
-        let per_device = topology.info.cores_per_device.max(1);
-        let cores = CoreBitmap::range(
-            params.first_vnc.saturating_mul(params.lnc_size),
-            params.vnc_count.saturating_mul(params.lnc_size),
-        );
+        let discovered = self.discovered(&mut st)?;
+        let per_device = params.topology.cores_per_device();
         // (node index, nc_map) per device, in core order.
         let mut devices: Vec<(u32, u32)> = Vec::new();
-        for core in cores.iter() {
-            let node = topology.base.saturating_add(core / per_device);
+        for core in params.topology.pnc_range() {
+            let node = discovered
+                .base
+                .saturating_add(params.topology.device_of_pnc(core));
             let bit = 1u32.checked_shl(core % per_device).unwrap_or(0);
             match devices.last_mut() {
                 Some((n, map)) if *n == node => *map |= bit,
@@ -587,61 +580,6 @@ impl Driver for LinuxDriver {
         Ok(())
     }
 
-    /// No model can be staged through this backend yet (device memory and staging arrive with
-    /// the load capability), so there is nothing to stop.
-    fn stop_model(&self, _model: StagedModel) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("stop_model"))
-    }
-
-    /// As [`Driver::stop_model`]: nothing can have been staged.
-    fn unstage_model(&self, _model: StagedModel) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("unstage_model"))
-    }
-
-    /// Staging (device memory, rings, relocation) is not implemented for the Linux backend yet.
-    fn stage_subgraph(&self, _image: &SubgraphImage<'_>) -> Result<StagedModel, LinuxError> {
-        Err(LinuxError::unsupported("stage_subgraph"))
-    }
-
-    /// Device memory (`MEM_ALLOC_V2MT64`) is not implemented for the Linux backend yet.
-    fn alloc_device(&self, _device: u32, _size: u64) -> Result<DeviceBuffer, LinuxError> {
-        Err(LinuxError::unsupported("alloc_device"))
-    }
-
-    /// As [`Driver::alloc_device`].
-    fn free_device(&self, _buffer: DeviceBuffer) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("free_device"))
-    }
-
-    /// As [`Driver::alloc_device`].
-    fn write_device(&self, _b: DeviceBuffer, _o: u64, _d: &[u8]) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("write_device"))
-    }
-
-    /// As [`Driver::alloc_device`].
-    fn read_device(&self, _b: DeviceBuffer, _o: u64, _d: &mut [u8]) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("read_device"))
-    }
-
-    /// As [`Driver::alloc_device`].
-    fn copy_device(
-        &self,
-        _src: DeviceBuffer,
-        _so: u64,
-        _dst: DeviceBuffer,
-        _do: u64,
-        _len: u64,
-    ) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("copy_device"))
-    }
-
-    /// As [`Driver::alloc_device`].
-    fn memset_device(&self, _b: DeviceBuffer, _o: u64, _v: u8, _l: u64) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("memset_device"))
-    }
-
-    /// Submission (doorbell, notification queues) is not implemented for the Linux backend yet.
-    fn execute(&self, _request: &ExecRequest<'_>) -> Result<(), LinuxError> {
-        Err(LinuxError::unsupported("execute"))
-    }
+    // Staging, device memory and submission keep the trait's defaults: not implemented by
+    // this backend yet ("not implemented by the Linux backend yet", `ErrorKind::Unsupported`).
 }

@@ -81,14 +81,6 @@ impl LinuxError {
         }
     }
 
-    pub(crate) fn unsupported(op: &'static str) -> Self {
-        Self {
-            op,
-            path: None,
-            cause: Cause::Unsupported,
-        }
-    }
-
     pub(crate) fn bitmap_too_wide(op: &'static str) -> Self {
         Self {
             op,
@@ -161,6 +153,16 @@ impl DriverError for LinuxError {
             Cause::Reset { .. } => ErrorKind::Hardware,
             Cause::BitmapTooWide => ErrorKind::InvalidArgument,
             Cause::Unsupported => ErrorKind::Unsupported,
+        }
+    }
+
+    /// "not implemented by the Linux backend yet": the default of every capability this
+    /// backend does not implement (staging, device memory, submission).
+    fn unsupported(op: &'static str) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::Unsupported,
         }
     }
 }

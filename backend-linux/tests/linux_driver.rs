@@ -9,18 +9,28 @@ mod common;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::FakeTree;
+use nrt_core::Topology;
+use nrt_core::bitmap::CoreBitmap;
 use nrt_core::driver::{
     Arch, CoreInitParams, DeviceInfo, Driver, DriverError, DriverVersion, ErrorKind, HwRevision,
-    Platform, ReserveError, ReserveRequest,
+    Platform, ReserveRequest,
 };
-use nrt_core::lnc::CoreBitmap;
 use nrt_linux::{LinuxDriver, LinuxError};
 
-fn params(first_vnc: u32, vnc_count: u32, lnc_size: u32, reset_cores: bool) -> CoreInitParams {
+/// Per-core bring-up parameters on devices of two physical cores (Trainium1).
+fn params(first_lnc: u32, lnc_count: u32, lnc_size: u32, reset_cores: bool) -> CoreInitParams {
+    params_on(2, first_lnc, lnc_count, lnc_size, reset_cores)
+}
+
+fn params_on(
+    cores_per_device: u32,
+    first_lnc: u32,
+    lnc_count: u32,
+    lnc_size: u32,
+    reset_cores: bool,
+) -> CoreInitParams {
     CoreInitParams {
-        first_vnc,
-        vnc_count,
-        lnc_size,
+        topology: Topology::new(first_lnc, lnc_count, lnc_size, cores_per_device).unwrap(),
         reset_cores,
         implicit_async: false,
         async_max_inflight: 0,
@@ -237,7 +247,7 @@ fn misc_ioctls_on_a_non_device_fail_cleanly() {
         end: 1,
     };
     match driver.reserve_cores(request) {
-        Err(ReserveError::Driver(e)) => {
+        Err(e) => {
             assert_eq!(e.op(), "CRWL_NC_RANGE_MARK");
             assert_eq!(e.kind(), ErrorKind::Unsupported);
         }
@@ -263,7 +273,7 @@ fn misc_ioctls_without_devices_are_not_found() {
         start: 0,
         end: 0,
     }) {
-        Err(ReserveError::Driver(e)) => assert_eq!(e.kind(), ErrorKind::NotFound),
+        Err(e) => assert_eq!(e.kind(), ErrorKind::NotFound),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -288,7 +298,9 @@ fn init_cores_discovers_by_itself() {
     let tree = FakeTree::new("init-no-discover");
     tree.node(0);
     tree.class_device(0, "Trainium2", None);
-    tree.driver().init_cores(&params(0, 4, 2, false)).unwrap();
+    tree.driver()
+        .init_cores(&params_on(8, 0, 4, 2, false))
+        .unwrap();
 }
 
 #[test]

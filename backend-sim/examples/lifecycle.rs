@@ -59,10 +59,10 @@ fn main() -> ExitCode {
     match rt.allocation() {
         Ok(a) => println!(
             "nrt_init: OK, {} logical core(s) of {} physical core(s): lnc {}-{}, pnc {:?}",
-            a.lnc_count,
-            a.lnc_size,
-            a.first_lnc,
-            a.last_lnc(),
+            a.topology.lnc_count(),
+            a.topology.lnc_size(),
+            a.topology.first_lnc(),
+            a.topology.last_lnc(),
             a.reserved
         ),
         Err(e) => {

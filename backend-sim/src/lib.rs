@@ -17,7 +17,7 @@
 //!
 //! let rt = Runtime::new(SimDriver::new(Instance::Trn2, 1));
 //! rt.init(FrameworkType::NoFw, "", "", &[("NEURON_RT_NUM_CORES", "0")]).unwrap();
-//! assert_eq!(rt.visible_vnc_count().unwrap(), 4); // 8 physical cores, LNC 2
+//! assert_eq!(rt.visible_lnc_count().unwrap(), 4); // 8 physical cores, LNC 2
 //! rt.close();
 //! ```
 #![forbid(unsafe_code)]
@@ -30,12 +30,13 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nrt_core::bitmap::{CoreBitmap, MAX_CORES};
 use nrt_core::driver::{
-    Arch, CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverError,
-    DriverVersion, ErrorKind, ExecRequest, HwRevision, Platform, ReserveError, ReserveRequest,
+    Arch, Binding, CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverError,
+    DriverVersion, ErrorKind, ExecRequest, HwRevision, Platform, Reservation, ReserveRequest,
     SoftIncompatCallback, StagedModel, SubgraphImage,
 };
-use nrt_core::lnc::{CoreBitmap, MAX_CORES};
+use nrt_core::io::TensorUsage;
 
 /// An EC2 instance family the simulator can model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -199,6 +200,10 @@ impl DriverError for SimError {
     fn kind(&self) -> ErrorKind {
         self.kind
     }
+
+    fn unsupported(operation: &'static str) -> Self {
+        Self::new(ErrorKind::Unsupported, operation)
+    }
 }
 
 /// State of one simulated physical core.
@@ -223,14 +228,19 @@ pub struct StagedState {
     /// The driver handle that staged it.
     pub owner: u64,
     /// Absolute logical core.
-    pub vnc: u32,
+    pub lnc: u32,
     /// Absolute physical core.
-    pub pcore: u32,
+    pub pnc: u32,
     /// Stopped on its engine (ready to be unstaged).
     pub stopped: bool,
     /// The simulator program loaded on the core (its tensors in the device's HBM); `None` for
     /// a compiler NEFF (plumbing mode).
     pub loaded: Option<engine::LoadedProgram>,
+    /// Per input I/O index of the model: the program tensor it binds to (`None`: the program
+    /// does not use that input). Built once, at stage time.
+    pub input_slots: Vec<Option<usize>>,
+    /// Per output I/O index: the program tensor it binds to.
+    pub output_slots: Vec<Option<usize>>,
 }
 
 /// A simulated machine: devices, cores, the reservation table and the staged models, shared
@@ -387,12 +397,6 @@ impl SimDriver {
         ))
     }
 
-    fn physical_range(&self, p: &CoreInitParams) -> std::ops::Range<usize> {
-        let first = p.first_vnc.saturating_mul(p.lnc_size) as usize;
-        let count = p.vnc_count.saturating_mul(p.lnc_size) as usize;
-        first..first.saturating_add(count)
-    }
-
     /// Runs `f` on the process's physical cores of `p`, which this handle must have reserved.
     fn with_own_cores(
         &self,
@@ -400,7 +404,8 @@ impl SimDriver {
         f: impl FnOnce(&mut [CoreState]) -> Result<(), SimError>,
     ) -> Result<(), SimError> {
         self.emulation()?;
-        let range = self.physical_range(p);
+        let range = p.topology.pnc_range();
+        let range = range.start as usize..range.end as usize;
         let mut cores = self.machine.lock();
         let Some(slice) = cores.get_mut(range) else {
             return Err(SimError::new(
@@ -441,7 +446,7 @@ impl Drop for SimDriver {
         };
         for state in mine {
             if let Some(lp) = state.loaded {
-                if let Some(mut dev) = self.machine.device(self.device_of_pcore(state.pcore)) {
+                if let Some(mut dev) = self.machine.device(self.device_of_pnc(state.pnc)) {
                     let _ = dev.0.unload(lp);
                 }
             }
@@ -510,15 +515,15 @@ impl Driver for SimDriver {
         ))
     }
 
-    fn reserve_cores(&self, r: ReserveRequest) -> Result<CoreBitmap, ReserveError<SimError>> {
-        self.emulation().map_err(ReserveError::Driver)?;
+    fn reserve_cores(&self, r: ReserveRequest) -> Result<Reservation, SimError> {
+        self.emulation()?;
         let mut cores = self.machine.lock();
         let n = cores.len() as u32;
         if r.count == 0 || r.start > r.end || r.end >= n {
-            return Err(ReserveError::Driver(SimError::new(
+            return Err(SimError::new(
                 ErrorKind::InvalidArgument,
                 "reservation range out of bounds",
-            )));
+            ));
         }
         // First run of `count` consecutive free cores in [start, end], as the driver scans.
         let mut run_start = r.start;
@@ -539,10 +544,10 @@ impl Driver for SimDriver {
                     }
                     b.insert(j);
                 }
-                return Ok(b);
+                return Ok(Reservation::Reserved(b));
             }
         }
-        Err(ReserveError::Unavailable { available: longest })
+        Ok(Reservation::Unavailable { available: longest })
     }
 
     fn release_cores(&self, bitmap: &CoreBitmap) -> Result<(), SimError> {
@@ -596,7 +601,7 @@ impl Driver for SimDriver {
     fn stop_model(&self, model: StagedModel) -> Result<(), SimError> {
         let mut table = self.machine.staged_table();
         match table.get_mut(&model.handle) {
-            Some(m) if m.owner == self.owner && m.vnc == model.vnc => {
+            Some(m) if m.owner == self.owner && m.lnc == model.lnc => {
                 m.stopped = true;
                 Ok(())
             }
@@ -612,7 +617,7 @@ impl Driver for SimDriver {
             let mut table = self.machine.staged_table();
             match table.get(&model.handle) {
                 // Unstaging frees the model whether or not its stop succeeded.
-                Some(m) if m.owner == self.owner && m.vnc == model.vnc => {
+                Some(m) if m.owner == self.owner && m.lnc == model.lnc => {
                     table.remove(&model.handle)
                 }
                 _ => None,
@@ -625,7 +630,7 @@ impl Driver for SimDriver {
             ));
         };
         if let Some(lp) = state.loaded {
-            let device = self.device_of_pcore(state.pcore);
+            let device = self.device_of_pnc(state.pnc);
             if let Some(mut dev) = self.machine.device(device) {
                 dev.0
                     .unload(lp)
@@ -636,7 +641,7 @@ impl Driver for SimDriver {
     }
 
     fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, SimError> {
-        if image.pcore >= self.machine.config.total_cores() {
+        if image.pnc >= self.machine.config.total_cores() {
             return Err(SimError::new(
                 ErrorKind::InvalidArgument,
                 "no such physical core",
@@ -662,9 +667,9 @@ impl Driver for SimDriver {
                 let per_device = self.machine.config.instance.cores_per_device();
                 let mut dev = self
                     .machine
-                    .device(self.device_of_pcore(image.pcore))
+                    .device(self.device_of_pnc(image.pnc))
                     .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
-                let lp = dev.0.load(image.pcore % per_device, program).map_err(|e| {
+                let lp = dev.0.load(image.pnc % per_device, program).map_err(|e| {
                     let kind = if e.status() == nrt_core::NrtStatus::Resource {
                         ErrorKind::OutOfMemory
                     } else {
@@ -677,18 +682,37 @@ impl Driver for SimDriver {
         };
         let handle = self.machine.next_model.fetch_add(1, Ordering::Relaxed);
         let plumbing = loaded.is_none();
+        // Each I/O index of the model → the program tensor of that name (by kind), once.
+        let slots = |usage: TensorUsage, kind: engine::TensorKind| -> Vec<Option<usize>> {
+            image
+                .io
+                .tensors(usage)
+                .iter()
+                .map(|t| {
+                    let program = loaded.as_ref()?.program();
+                    program
+                        .tensors
+                        .iter()
+                        .position(|p| p.kind == kind && p.name == t.name)
+                })
+                .collect()
+        };
+        let input_slots = slots(TensorUsage::Input, engine::TensorKind::Input);
+        let output_slots = slots(TensorUsage::Output, engine::TensorKind::Output);
         self.machine.staged_table().insert(
             handle,
             StagedState {
                 owner: self.owner,
-                vnc: image.vnc,
-                pcore: image.pcore,
+                lnc: image.lnc,
+                pnc: image.pnc,
                 stopped: false,
                 loaded,
+                input_slots,
+                output_slots,
             },
         );
         Ok(StagedModel {
-            vnc: image.vnc,
+            lnc: image.lnc,
             handle,
             plumbing,
         })
@@ -785,14 +809,17 @@ impl Driver for SimDriver {
         Ok(())
     }
 
-    fn execute(&self, request: &ExecRequest<'_>) -> Result<(), SimError> {
+    fn submit(&self, request: &ExecRequest<'_>) -> Result<(), SimError> {
         let mut plumbing = false;
         for s in request.subgraphs {
             // Take what is needed out of the table: the program runs without it locked.
-            let (pcore, loaded) = {
+            let (pnc, bound) = {
                 let table = self.machine.staged_table();
                 match table.get(&s.handle) {
-                    Some(m) if m.owner == self.owner && !m.stopped => (m.pcore, m.loaded.clone()),
+                    Some(m) if m.owner == self.owner && !m.stopped => match &m.loaded {
+                        None => (m.pnc, None),
+                        Some(lp) => (m.pnc, Some((lp.clone(), self.bind(m, lp, request)?))),
+                    },
                     _ => {
                         return Err(SimError::new(
                             ErrorKind::InvalidArgument,
@@ -801,9 +828,9 @@ impl Driver for SimDriver {
                     }
                 }
             };
-            match loaded {
+            match bound {
                 None => plumbing = true,
-                Some(lp) => self.run_program(pcore, &lp, request)?,
+                Some((lp, bound)) => self.run_program(pnc, &lp, &bound, request)?,
             }
         }
         if plumbing {
@@ -818,40 +845,68 @@ impl Driver for SimDriver {
 }
 
 impl SimDriver {
-    fn device_of_pcore(&self, pcore: u32) -> u32 {
-        pcore / self.machine.config.instance.cores_per_device().max(1)
+    fn device_of_pnc(&self, pnc: u32) -> u32 {
+        pnc / self.machine.config.instance.cores_per_device().max(1)
+    }
+
+    /// The program tensors `request` binds, with the HBM address of each: every binding whose
+    /// I/O index maps to a tensor of this subgraph's program (the map was built at stage time).
+    fn bind(
+        &self,
+        staged: &StagedState,
+        lp: &engine::LoadedProgram,
+        request: &ExecRequest<'_>,
+    ) -> Result<Vec<(usize, u64)>, SimError> {
+        let device = self.device_of_pnc(staged.pnc);
+        let mut bound = Vec::with_capacity(request.inputs.len() + request.outputs.len());
+        for (slots, bindings) in [
+            (&staged.input_slots, request.inputs),
+            (&staged.output_slots, request.outputs),
+        ] {
+            for b in bindings {
+                let Some(&Some(i)) = slots.get(b.index as usize) else {
+                    continue;
+                };
+                bound.push((i, self.bound_address(lp, i, b, device)?));
+            }
+        }
+        Ok(bound)
+    }
+
+    /// The address of binding `b` of program tensor `i`, checked against the device and the
+    /// program's size for the tensor.
+    fn bound_address(
+        &self,
+        lp: &engine::LoadedProgram,
+        i: usize,
+        b: &Binding,
+        device: u32,
+    ) -> Result<u64, SimError> {
+        if b.buffer.device != device {
+            return Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "tensor on another device than the model",
+            ));
+        }
+        let size = lp.program().tensors.get(i).and_then(|t| t.size_bytes());
+        if Some(b.size) != size {
+            return Err(SimError::new(
+                ErrorKind::InvalidArgument,
+                "tensor size differs from the program's",
+            ));
+        }
+        range(b.buffer, b.offset, b.size)
     }
 
     /// Runs one subgraph's program with its I/O tensors bound to the request's buffers.
     fn run_program(
         &self,
-        pcore: u32,
+        pnc: u32,
         lp: &engine::LoadedProgram,
+        bound: &[(usize, u64)],
         request: &ExecRequest<'_>,
     ) -> Result<(), SimError> {
-        let device = self.device_of_pcore(pcore);
-        let mut bound = Vec::new();
-        for (i, t) in lp.program().tensors.iter().enumerate() {
-            let binding = match t.kind {
-                engine::TensorKind::Input => request.inputs.iter().find(|b| b.name == t.name),
-                engine::TensorKind::Output => request.outputs.iter().find(|b| b.name == t.name),
-                _ => None,
-            };
-            let Some(b) = binding else { continue };
-            if b.buffer.device != device {
-                return Err(SimError::new(
-                    ErrorKind::InvalidArgument,
-                    "tensor on another device than the model",
-                ));
-            }
-            if Some(b.size) != t.size_bytes() {
-                return Err(SimError::new(
-                    ErrorKind::InvalidArgument,
-                    "tensor size differs from the program's",
-                ));
-            }
-            bound.push((i, range(b.buffer, b.offset, b.size)?));
-        }
+        let device = self.device_of_pnc(pnc);
         let max_ticks = request
             .timeout_secs
             .map_or(engine::ExecOptions::default().max_ticks, |s| {
@@ -867,7 +922,7 @@ impl SimDriver {
                 .machine
                 .device(device)
                 .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
-            dev.0.execute_bound(lp, &bound, &opts).map_err(|e| {
+            dev.0.execute_bound(lp, bound, &opts).map_err(|e| {
                 SimError::with_detail(ErrorKind::InvalidArgument, "cannot run the program", &e)
             })?
         };

@@ -2,7 +2,7 @@
 //! [`SIM_PROGRAM_MEMBER`](nrt_core::neff::SIM_PROGRAM_MEMBER) of a subgraph directory, and the
 //! model's I/O tensors are the program's input and output tensors, bound by name.
 
-use nrt_core::model::{Dtype, TensorUsage};
+use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SIM_PROGRAM_MEMBER, SubgraphSpec};
 use nrt_core::{Error, err};
 

@@ -4,12 +4,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use nrt_core::driver::{
-    CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverError, DriverVersion,
-    ErrorKind, ExecRequest, HwRevision, ReserveError, ReserveRequest, SoftIncompatCallback,
-    StagedModel, SubgraphImage,
-};
-use nrt_core::lnc::CoreBitmap;
+use nrt_core::driver::{Driver, DriverError, ErrorKind};
 use nrt_linux::{LinuxDriver, LinuxError};
 use nrt_sim::{SimDriver, SimError};
 
@@ -69,13 +64,25 @@ impl DriverError for BackendError {
             BackendError::None => ErrorKind::NotFound,
         }
     }
+
+    fn unsupported(operation: &'static str) -> Self {
+        BackendError::Sim(SimError::unsupported(operation))
+    }
 }
 
-macro_rules! delegate {
-    ($self:ident, $d:ident => $call:expr) => {
-        match $self.backend.get() {
-            Some(Backend::Sim($d)) => $call.map_err(BackendError::Sim),
-            Some(Backend::Linux($d)) => $call.map_err(BackendError::Linux),
+/// Forwards to the chosen backend, wrapping its error.
+macro_rules! switch {
+    (@value $s:ident, $d:ident => $e:expr) => {
+        match $s.backend.get() {
+            Some(Backend::Sim($d)) => $e,
+            Some(Backend::Linux($d)) => $e,
+            None => false,
+        }
+    };
+    ($s:ident, $call:ident, $d:ident => $e:expr) => {
+        match $s.backend.get() {
+            Some(Backend::Sim($d)) => $e.map_err(BackendError::Sim),
+            Some(Backend::Linux($d)) => $e.map_err(BackendError::Linux),
             None => Err(BackendError::None),
         }
     };
@@ -83,93 +90,5 @@ macro_rules! delegate {
 
 impl Driver for SwitchDriver {
     type Error = BackendError;
-
-    fn is_funtime(&self) -> bool {
-        match self.backend.get() {
-            Some(Backend::Sim(d)) => d.is_funtime(),
-            Some(Backend::Linux(d)) => d.is_funtime(),
-            None => false,
-        }
-    }
-    fn register_soft_incompat_callback(
-        &self,
-        cb: SoftIncompatCallback,
-    ) -> Result<(), BackendError> {
-        delegate!(self, d => d.register_soft_incompat_callback(cb))
-    }
-    fn discover(&self) -> Result<DeviceInfo, BackendError> {
-        delegate!(self, d => d.discover())
-    }
-    fn override_hw_revision(&self, r: HwRevision) -> Result<(), BackendError> {
-        delegate!(self, d => d.override_hw_revision(r))
-    }
-    fn driver_version(&self) -> Result<DriverVersion, BackendError> {
-        delegate!(self, d => d.driver_version())
-    }
-    fn compatible_version(&self) -> Result<CompatRange, BackendError> {
-        delegate!(self, d => d.compatible_version())
-    }
-    fn reserve_cores(&self, r: ReserveRequest) -> Result<CoreBitmap, ReserveError<BackendError>> {
-        let map = |e: ReserveError<BackendError>| e;
-        match self.backend.get() {
-            Some(Backend::Sim(d)) => d.reserve_cores(r).map_err(|e| match e {
-                ReserveError::Unavailable { available } => ReserveError::Unavailable { available },
-                ReserveError::Driver(e) => ReserveError::Driver(BackendError::Sim(e)),
-            }),
-            Some(Backend::Linux(d)) => d.reserve_cores(r).map_err(|e| match e {
-                ReserveError::Unavailable { available } => ReserveError::Unavailable { available },
-                ReserveError::Driver(e) => ReserveError::Driver(BackendError::Linux(e)),
-            }),
-            None => Err(map(ReserveError::Driver(BackendError::None))),
-        }
-    }
-    fn release_cores(&self, b: &CoreBitmap) -> Result<(), BackendError> {
-        delegate!(self, d => d.release_cores(b))
-    }
-    fn init_cores(&self, p: &CoreInitParams) -> Result<(), BackendError> {
-        delegate!(self, d => d.init_cores(p))
-    }
-    fn start_exec_ready(&self, p: &CoreInitParams) -> Result<(), BackendError> {
-        delegate!(self, d => d.start_exec_ready(p))
-    }
-    fn shutdown_cores(&self, p: &CoreInitParams) -> Result<(), BackendError> {
-        delegate!(self, d => d.shutdown_cores(p))
-    }
-    fn stop_model(&self, m: StagedModel) -> Result<(), BackendError> {
-        delegate!(self, d => d.stop_model(m))
-    }
-    fn unstage_model(&self, m: StagedModel) -> Result<(), BackendError> {
-        delegate!(self, d => d.unstage_model(m))
-    }
-    fn stage_subgraph(&self, i: &SubgraphImage<'_>) -> Result<StagedModel, BackendError> {
-        delegate!(self, d => d.stage_subgraph(i))
-    }
-    fn alloc_device(&self, dev: u32, size: u64) -> Result<DeviceBuffer, BackendError> {
-        delegate!(self, d => d.alloc_device(dev, size))
-    }
-    fn free_device(&self, b: DeviceBuffer) -> Result<(), BackendError> {
-        delegate!(self, d => d.free_device(b))
-    }
-    fn write_device(&self, b: DeviceBuffer, o: u64, data: &[u8]) -> Result<(), BackendError> {
-        delegate!(self, d => d.write_device(b, o, data))
-    }
-    fn read_device(&self, b: DeviceBuffer, o: u64, out: &mut [u8]) -> Result<(), BackendError> {
-        delegate!(self, d => d.read_device(b, o, out))
-    }
-    fn copy_device(
-        &self,
-        s: DeviceBuffer,
-        so: u64,
-        t: DeviceBuffer,
-        to: u64,
-        len: u64,
-    ) -> Result<(), BackendError> {
-        delegate!(self, d => d.copy_device(s, so, t, to, len))
-    }
-    fn memset_device(&self, b: DeviceBuffer, o: u64, v: u8, len: u64) -> Result<(), BackendError> {
-        delegate!(self, d => d.memset_device(b, o, v, len))
-    }
-    fn execute(&self, r: &ExecRequest<'_>) -> Result<(), BackendError> {
-        delegate!(self, d => d.execute(r))
-    }
+    nrt_core::forward_driver!(switch);
 }

@@ -1,13 +1,13 @@
 //! The host of the C library: log lines in libnrt's style (`NRT:<function> <message>`) to the
-//! console or syslog, fork detection, per-thread registry rows, parallel staging.
+//! console (raw writes to fd 2, safe in a forked child) or syslog, over the std platform
+//! services (fork detection, per-thread registry rows, parallel staging).
 
 use std::cell::Cell;
 use std::ffi::CString;
 use std::fmt::{self, Write as _};
-use std::io::Write as _;
 
-use nrt_core::reader::{HeavyBarrier, ReaderId};
 use nrt_core::{Host, Level};
+use nrt_host::StdPlatform;
 
 thread_local! {
     /// The exported function the calling thread is in (set by the FFI macro).
@@ -57,6 +57,8 @@ impl CHost {
 }
 
 impl Host for CHost {
+    type Platform = StdPlatform;
+
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         if self.quiet {
             return;
@@ -73,7 +75,7 @@ impl Host for CHost {
                     tid(),
                     level.as_str()
                 );
-                let _ = std::io::stderr().write_all(line.as_bytes());
+                nrt_host::write_stderr(line.as_bytes());
             }
             LogLocation::Syslog => {
                 let _ = write!(line, "NRT:{func} {args}");
@@ -91,28 +93,8 @@ impl Host for CHost {
         }
     }
 
-    fn register_fork_handlers(&self) -> Result<(), i32> {
-        nrt_host::register_fork_handlers()
-    }
-
-    fn fork_generation(&self) -> u32 {
-        nrt_host::fork_generation()
-    }
-
-    fn relax(&self) {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-
-    fn reader_id(&self) -> ReaderId {
-        nrt_host::reader_id()
-    }
-
-    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
-        nrt_host::heavy_barrier()
-    }
-
-    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
-        nrt_host::run_parallel(n, task);
+    fn platform(&self) -> &StdPlatform {
+        &StdPlatform
     }
 }
 

@@ -22,7 +22,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use nrt_core::model::TensorUsage;
+use nrt_core::io::TensorUsage;
 use nrt_core::tensor::{Tensor, TensorPlacement, TensorSet};
 use nrt_core::{
     CompletionHook, Error, FrameworkType, InitState, ModelHandle, NrtStatus, Runtime, Xu, err,
@@ -339,7 +339,7 @@ fn machine_counts() -> Result<(u32, u32, u32), Error> {
         .max(1);
     let total = info.total_physical_cores();
     let visible = if rt().state() == InitState::Init {
-        rt().visible_vnc_count().unwrap_or(total / lnc)
+        rt().visible_lnc_count().unwrap_or(total / lnc)
     } else {
         total / lnc
     };
@@ -382,8 +382,8 @@ count_fn!(
     |c: (u32, u32, u32)| c.2
 );
 count_fn!(
-    nrt_get_visible_vnc_count,
-    "nrt_get_visible_vnc_count",
+    nrt_get_visible_lnc_count,
+    "nrt_get_visible_lnc_count",
     |c: (u32, u32, u32)| c.2
 );
 
@@ -552,7 +552,7 @@ pub unsafe extern "C" fn nrt_get_model_info(
 ) -> u32 {
     api!("nrt_get_model_info", {
         let p = out(info.cast::<u32>(), "model info")?;
-        let vnc = rt().model_vnc(model_of(model)?)?;
+        let vnc = rt().model_lnc(model_of(model)?)?;
         if size_in >= 4 {
             // SAFETY: at least 4 writable bytes; `nrt_model_info_t` is 4-byte aligned.
             unsafe { put(p, vnc) };
@@ -1468,13 +1468,11 @@ pub unsafe extern "C" fn nrt_get_vnc_memory_stats(
 ) -> u32 {
     api!("nrt_get_vnc_memory_stats", {
         let p = out(stats.cast::<u8>(), "stats")?;
-        let abs = rt().absolute_vnc(vnc)?;
+        let abs = rt().absolute_lnc(vnc.into())?;
+        let device = rt().topology()?.device_of_lnc(abs);
         let (used, limit) = match DRIVER.get() {
             Some(Backend::Sim(d)) => {
                 let m = d.machine();
-                let per_device = m.config().instance.cores_per_device().max(1);
-                let lnc = rt().allocation()?.lnc_size;
-                let device = abs * lnc / per_device;
                 (
                     m.device_bytes_allocated(device),
                     m.config().instance.hbm_bytes_per_device(),

@@ -4,11 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use clap::ValueEnum;
-use nrt_core::lnc::CoreBitmap;
-use nrt_core::model::{TensorInfo, TensorUsage};
+use nrt_core::io::{TensorInfo, TensorUsage};
 use nrt_core::neff::{self, Neff, ParseOptions, SIM_PROGRAM_MEMBER};
 use nrt_core::{Driver, FrameworkType, Host, Level, Runtime};
-use nrt_host::{EnvVars, StdHost};
+use nrt_host::{EnvVars, StdHost, StdPlatform};
 use nrt_sim::Instance;
 use nrt_sim::engine::Program;
 
@@ -67,6 +66,8 @@ impl CliHost {
 }
 
 impl Host for CliHost {
+    type Platform = StdPlatform;
+
     fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
         if level == Level::Error {
             self.errors
@@ -77,23 +78,8 @@ impl Host for CliHost {
             self.inner.log(level, args);
         }
     }
-    fn register_fork_handlers(&self) -> std::result::Result<(), i32> {
-        self.inner.register_fork_handlers()
-    }
-    fn fork_generation(&self) -> u32 {
-        self.inner.fork_generation()
-    }
-    fn relax(&self) {
-        self.inner.relax();
-    }
-    fn reader_id(&self) -> nrt_core::reader::ReaderId {
-        self.inner.reader_id()
-    }
-    fn heavy_barrier(&self) -> Option<nrt_core::reader::HeavyBarrier> {
-        self.inner.heavy_barrier()
-    }
-    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
-        self.inner.run_parallel(n, task);
+    fn platform(&self) -> &StdPlatform {
+        &StdPlatform
     }
 }
 
@@ -122,43 +108,6 @@ pub(crate) fn lnc_hint(model: &Model, backend: Backend, instance: Instance) -> S
     } else {
         String::new()
     }
-}
-
-/// `0-3,6` for a core set.
-pub(crate) fn ranges(cores: impl IntoIterator<Item = u32>) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut run: Option<(u32, u32)> = None;
-    for c in cores {
-        run = match run {
-            Some((a, b)) if c == b + 1 => Some((a, c)),
-            Some((a, b)) => {
-                out.push(if a == b {
-                    format!("{a}")
-                } else {
-                    format!("{a}-{b}")
-                });
-                Some((c, c))
-            }
-            None => Some((c, c)),
-        };
-    }
-    if let Some((a, b)) = run {
-        out.push(if a == b {
-            format!("{a}")
-        } else {
-            format!("{a}-{b}")
-        });
-    }
-    if out.is_empty() {
-        "none".into()
-    } else {
-        out.join(",")
-    }
-}
-
-/// The physical cores of a bitmap.
-pub(crate) fn bitmap_cores(b: &CoreBitmap) -> Vec<u32> {
-    b.iter().collect()
 }
 
 /// Where a model came from.
@@ -327,17 +276,4 @@ pub(crate) fn gather_inputs(
         out.push((t, bytes, src));
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_core_ranges() {
-        assert_eq!(ranges([0, 1, 2, 3, 6]), "0-3,6");
-        assert_eq!(ranges([5]), "5");
-        assert_eq!(ranges([]), "none");
-        assert_eq!(ranges([0, 2, 3]), "0,2-3");
-    }
 }

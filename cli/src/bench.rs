@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use nrt_core::model::{TensorInfo, TensorUsage};
+use nrt_core::io::{TensorInfo, TensorUsage};
 use nrt_core::{Driver, Runtime};
 use nrt_linux::LinuxDriver;
 use nrt_sim::SimDriver;
@@ -59,7 +59,7 @@ fn bench_on<D: Driver + Sync>(
         ))
     })?;
     let plumbing = rt.model(h).map(|m| m.is_plumbing()).unwrap_or(false);
-    let vnc = rt.model_vnc(h).unwrap_or(0);
+    let vnc = rt.model_lnc(h).unwrap_or(0);
     let outs = model.tensors(TensorUsage::Output);
     {
         let (is, os) = tensor_sets(rt, inputs, &outs)?;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use nrt_core::model::TensorUsage;
+use nrt_core::io::TensorUsage;
 
 use crate::backend::parse_neff;
 use crate::error::{CliError, Context, Result};
@@ -74,7 +74,7 @@ pub(crate) fn build(spec_path: &Path, output: &Path, inputs_dir: Option<&Path>) 
             let Some(bytes) = built.sample_inputs.get(&t.name) else {
                 continue;
             };
-            let info = nrt_core::model::TensorInfo {
+            let info = nrt_core::io::TensorInfo {
                 name: t.name.clone(),
                 size: t.size,
                 dtype: t.dtype,

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use nrt_core::model::TensorUsage;
+use nrt_core::io::TensorUsage;
 use nrt_core::neff::{HASH_SCOPE_MARKER, KNOWN_FEATURE_BITS, PKG_GZIP_TAR, PKG_PLAIN_TAR};
 use nrt_sim::engine::{EngineId, TensorKind};
 

@@ -1,11 +1,11 @@
 //! `nrt ls`: devices and cores of a backend, in the style of `neuron-ls`.
 
 use nrt_core::driver::{Arch, DeviceInfo, Platform};
-use nrt_core::{Driver, Runtime};
+use nrt_core::{CoreBitmap, Driver, Runtime};
 use nrt_linux::LinuxDriver;
 use nrt_sim::{Instance, SimConfig, SimDriver};
 
-use crate::backend::{Backend, CliHost, bitmap_cores, init, ranges, rt_err};
+use crate::backend::{Backend, CliHost, init, rt_err};
 use crate::error::{CliError, Result};
 use crate::out::{self, Report};
 
@@ -69,7 +69,8 @@ fn show<D: Driver + Sync>(
         .allocation()
         .map_err(rt_err("cannot read the core allocation"))?;
     rt.close();
-    let reserved = bitmap_cores(&alloc.reserved);
+    let reserved = alloc.reserved;
+    let t = alloc.topology;
 
     let mut r = Report::new();
     r.field("backend", title);
@@ -90,21 +91,17 @@ fn show<D: Driver + Sync>(
     let per = info.cores_per_device.max(1);
     let rows: Vec<Vec<String>> = (0..info.device_count)
         .map(|d| {
-            let cores: Vec<u32> = (d * per..(d + 1) * per).collect();
-            let mine: Vec<u32> = reserved
-                .iter()
-                .copied()
-                .filter(|c| cores.contains(c))
-                .collect();
+            let cores = CoreBitmap::range(d * per, per);
+            let mine = reserved.intersection(&cores);
             vec![
                 d.to_string(),
                 per.to_string(),
-                ranges(cores),
+                cores.to_string(),
                 hbm_per_device.map_or("-".to_owned(), out::bytes),
                 if mine.is_empty() {
                     "-".to_owned()
                 } else {
-                    ranges(mine)
+                    mine.to_string()
                 },
             ]
         })
@@ -125,12 +122,12 @@ fn show<D: Driver + Sync>(
         format!(
             "{} physical core{} per logical core; this process could reserve {} logical core{} \
              ({}), physical cores {}",
-            alloc.lnc_size,
-            if alloc.lnc_size == 1 { "" } else { "s" },
-            alloc.lnc_count,
-            if alloc.lnc_count == 1 { "" } else { "s" },
-            ranges(alloc.first_lnc..alloc.first_lnc + alloc.lnc_count),
-            ranges(reserved)
+            t.lnc_size(),
+            if t.lnc_size() == 1 { "" } else { "s" },
+            t.lnc_count(),
+            if t.lnc_count() == 1 { "" } else { "s" },
+            or_none(CoreBitmap::range(t.first_lnc(), t.lnc_count())),
+            or_none(reserved)
         ),
     );
     r.line("           (NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES and NEURON_RT_VIRTUAL_CORE_SIZE are honoured)");
@@ -163,5 +160,14 @@ pub(crate) fn ls(backend: Backend, instance: Instance, devices: u32) -> Result<(
             );
             show(driver, "linux", title, None)
         }
+    }
+}
+
+/// `0-3,6`, or "none" for no core.
+fn or_none(cores: CoreBitmap) -> String {
+    if cores.is_empty() {
+        "none".to_owned()
+    } else {
+        cores.to_string()
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nrt_core::model::{TensorInfo, TensorUsage};
+use nrt_core::io::{TensorInfo, TensorUsage};
 use nrt_core::tensor::{TensorPlacement, TensorSet};
 use nrt_core::{Driver, Runtime};
 use nrt_linux::LinuxDriver;
@@ -79,7 +79,7 @@ fn run_on<D: Driver + Sync>(
     })?;
     let load = t.elapsed();
     let plumbing = rt.model(h).map(|m| m.is_plumbing()).unwrap_or(false);
-    let vnc = rt.model_vnc(h).unwrap_or(0);
+    let vnc = rt.model_lnc(h).unwrap_or(0);
     let out_infos = model.tensors(TensorUsage::Output);
     let mut exec = Vec::new();
     let mut outputs = Vec::new();
@@ -379,7 +379,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
         let bf16 = rr
             .outputs
             .iter()
-            .any(|(t, _)| t.dtype == nrt_core::model::Dtype::Bfloat16);
+            .any(|(t, _)| t.dtype == nrt_core::io::Dtype::Bfloat16);
         r.field(
             "saved",
             format!(

@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nrt_core::model::TensorInfo;
+use nrt_core::io::TensorInfo;
 use nrt_sim::engine::{ActFunc, DType, Program, TensorKind, encode_f32, kernels};
 use nrt_sim::neff::{neff_from_programs, nrt_dtype};
 use serde::Deserialize;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use nrt_core::model::{Dtype, TensorInfo};
+use nrt_core::io::{Dtype, TensorInfo};
 use nrt_core::neff::dtype_str;
 use nrt_sim::engine::{bf16_to_f32, f16_to_f32, f32_to_bf16};
 

@@ -6,9 +6,9 @@
 
 use core::fmt::Write;
 
+use crate::bitmap::{CoreBitmap, MAX_CORES};
 use crate::error::{Error, Result};
 use crate::fmt::Level;
-use crate::lnc::{CoreBitmap, MAX_CORES};
 use crate::status::NrtStatus;
 
 /// Longest accepted path-like value (core-dump directory, S3 prefix), in bytes.
@@ -428,27 +428,4 @@ impl Config {
     pub fn s3_core_dump_prefix(&self) -> Option<&str> {
         Some(self.s3_core_dump_prefix.as_str()).filter(|s| !s.is_empty())
     }
-}
-
-/// Writes a core list in the canonical grammar (`0-3,5`), for messages.
-pub fn write_core_list(out: &mut dyn Write, set: &CoreBitmap) -> core::fmt::Result {
-    let mut first = true;
-    let mut iter = set.iter().peekable();
-    while let Some(start) = iter.next() {
-        let mut end = start;
-        while iter.peek() == Some(&(end + 1)) {
-            end += 1;
-            iter.next();
-        }
-        if !first {
-            out.write_str(",")?;
-        }
-        first = false;
-        if start == end {
-            write!(out, "{start}")?;
-        } else {
-            write!(out, "{start}-{end}")?;
-        }
-    }
-    Ok(())
 }

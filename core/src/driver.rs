@@ -1,107 +1,37 @@
 //! The `Driver` trait: everything the runtime asks of a Neuron device backend.
 //!
-//! First version: discovery, driver version, compatibility-id range, core reservation
-//! (mark/unmark), core bring-up/tear-down and the funtime flag. Later capabilities (device
-//! memory, staging, submit, completion) extend this trait with new methods.
+//! Two methods are required — [`Driver::is_funtime`] and [`Driver::discover`] — and every other
+//! capability has a default body that fails with the backend's own "unsupported" error
+//! ([`DriverError::unsupported`]), so a partial backend implements what it has and nothing
+//! more. The capabilities, in the order the runtime first uses them: the driver's version and
+//! compatibility range (skipped in funtime), core reservation and per-core bring-up (skipped in
+//! funtime), staging subgraphs, device memory, and submitting executions.
 //!
 //! Methods take `&self`: a runtime is shared between threads, so backends keep their mutable
 //! state behind their own synchronisation. Backend errors keep their native type and expose a
 //! portable [`ErrorKind`] (the embedded-hal habit).
+//!
+//! # Wrappers
+//!
+//! A driver that wraps another (`&T`, the [`FaultInjector`], a backend switch) forwards every
+//! method with [`forward_driver!`](crate::forward_driver): the list of methods lives once, in
+//! this module, so adding a method touches only the trait and that list (which also names the
+//! method in [`DriverCall`]).
+//!
+//! # I/O by index
+//!
+//! The runtime resolves tensor names once per execution; a [`Binding`] names a model tensor by
+//! its I/O index (its position on its side of the model's [`IoTable`](crate::io::IoTable)). A
+//! backend maps each index to its own slot once, at stage time, from [`SubgraphImage::io`].
 
 use core::fmt;
 
-use crate::lnc::CoreBitmap;
+use crate::bitmap::CoreBitmap;
 use crate::status::NrtStatus;
+use crate::topology::Topology;
 
-/// Chip architecture, as the kernel driver numbers it (`NEURON_ARCH_V*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Arch {
-    /// No device, or one the runtime cannot drive.
-    Invalid = 0,
-    /// Inferentia (inf1, NeuronCore-v1). Not supported by the 2.x runtime.
-    V1 = 1,
-    /// Trainium1 / Inferentia2 (NeuronCore-v2); `SUNDA` in the runtime's own naming.
-    V2 = 2,
-    /// Trainium2 (NeuronCore-v3); logical cores of 2 physical cores by default.
-    V3 = 3,
-    /// The generation after Trainium2 (the runtime's "arch 4").
-    V4 = 4,
-}
-
-impl Arch {
-    /// Whether the 2.x runtime can drive this architecture.
-    pub const fn is_supported(self) -> bool {
-        matches!(self, Arch::V2 | Arch::V3 | Arch::V4)
-    }
-
-    /// The runtime's compatibility ids `(vtpb, v25)` for this architecture: `(6, 6)` for SUNDA
-    /// (V2), `(10, 11)` otherwise. The driver must advertise a range `[min, max]` with
-    /// `vtpb >= min` and `max >= v25`.
-    pub const fn compat_ids(self) -> (u32, u32) {
-        match self {
-            Arch::V2 => (6, 6),
-            _ => (10, 11),
-        }
-    }
-
-    /// Default logical-core (LNC) size when `NEURON_RT_VIRTUAL_CORE_SIZE` is unset.
-    pub const fn default_lnc_size(self) -> u32 {
-        match self {
-            Arch::V3 | Arch::V4 => 2,
-            _ => 1,
-        }
-    }
-
-    /// Largest logical-core size the architecture supports.
-    pub const fn max_lnc_size(self) -> u32 {
-        match self {
-            Arch::V3 | Arch::V4 => 2,
-            _ => 1,
-        }
-    }
-}
-
-/// Where the device lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Platform {
-    /// Real hardware.
-    Hardware,
-    /// A simulator or emulator: the runtime overrides the hardware revision to REV_A.
-    Simulator,
-}
-
-/// Hardware revisions the runtime may force on a non-hardware platform.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum HwRevision {
-    /// Revision A.
-    A,
-    /// Revision B.
-    B,
-}
-
-/// What discovery found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct DeviceInfo {
-    /// Number of Neuron devices (chips).
-    pub device_count: u32,
-    /// Physical NeuronCores per device.
-    pub cores_per_device: u32,
-    /// Chip architecture.
-    pub arch: Arch,
-    /// Hardware or simulator.
-    pub platform: Platform,
-}
-
-impl DeviceInfo {
-    /// Physical cores over all devices (saturating).
-    pub const fn total_physical_cores(&self) -> u32 {
-        self.device_count.saturating_mul(self.cores_per_device)
-    }
-}
+pub use crate::device::{Arch, DeviceInfo, HwRevision, Platform};
+pub use crate::topology::ReserveRequest;
 
 /// The kernel driver's version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,40 +53,26 @@ pub struct CompatRange {
     pub max: u32,
 }
 
-/// A reservation request: `count` consecutive physical cores anywhere in `[start, end]`.
+/// What a reservation gave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ReserveRequest {
-    /// Number of consecutive physical cores wanted.
-    pub count: u32,
-    /// First physical core that may be used.
-    pub start: u32,
-    /// Last physical core that may be used (inclusive).
-    pub end: u32,
-}
-
-/// Why a reservation failed.
-#[derive(Debug)]
-pub enum ReserveError<E> {
-    /// Not enough free cores: `available` is the longest free run the driver saw.
+pub enum Reservation {
+    /// The cores reserved.
+    Reserved(CoreBitmap),
+    /// Not enough free cores: `available` is the longest run of free physical cores the driver
+    /// saw.
     Unavailable {
         /// Longest run of free physical cores.
         available: u32,
     },
-    /// The driver call itself failed.
-    Driver(E),
 }
 
 /// Parameters of the per-core bring-up (`kmgr_init`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CoreInitParams {
-    /// First logical core of the process (absolute).
-    pub first_vnc: u32,
-    /// Number of logical cores.
-    pub vnc_count: u32,
-    /// Physical cores per logical core.
-    pub lnc_size: u32,
+    /// The process's logical cores.
+    pub topology: Topology,
     /// Reset the cores before use (`NEURON_RT_RESET_CORES`).
     pub reset_cores: bool,
     /// Implicit async mode is on (`NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS` > 0).
@@ -171,7 +87,7 @@ pub struct CoreInitParams {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct StagedModel {
     /// Absolute logical core the model is staged on.
-    pub vnc: u32,
+    pub lnc: u32,
     /// The backend's handle for it.
     pub handle: u64,
     /// The backend runs it without computing anything (a simulator given a compiler NEFF,
@@ -195,25 +111,29 @@ pub struct DeviceBuffer {
 #[derive(Clone, Copy, Debug)]
 pub struct SubgraphImage<'a> {
     /// Absolute logical core.
-    pub vnc: u32,
+    pub lnc: u32,
     /// Index of the subgraph, which is also the physical core within the logical core.
     pub index: u32,
     /// Absolute physical core it runs on.
-    pub pcore: u32,
+    pub pnc: u32,
     /// Subgraph name (`sg00`, ...).
     pub name: &'a str,
     /// The model's name, for diagnostics.
     pub model: &'a str,
     /// The simulator program carried by the NEFF, if any (compiler NEFFs have none).
     pub program: Option<&'a [u8]>,
+    /// The model's I/O table: the backend maps each I/O index of a [`Binding`] to its own slot
+    /// from it, once, here.
+    #[cfg(feature = "alloc")]
+    pub io: &'a crate::io::IoTable,
 }
 
-/// One tensor bound for an execution: the model variable `name` lives in `buffer` at
-/// `offset`, `size` bytes.
-#[derive(Clone, Copy, Debug)]
-pub struct Binding<'a> {
-    /// Model variable (I/O tensor) name.
-    pub name: &'a str,
+/// One tensor bound for an execution: the model tensor at I/O index `index` (on the side of
+/// the list holding the binding) lives in `buffer` at `offset`, `size` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// Position of the tensor on its side of the model's I/O table.
+    pub index: u32,
     /// Device memory holding it.
     pub buffer: DeviceBuffer,
     /// Offset in `buffer`.
@@ -227,10 +147,10 @@ pub struct Binding<'a> {
 pub struct ExecRequest<'a> {
     /// The model's staged subgraphs (one per physical core).
     pub subgraphs: &'a [StagedModel],
-    /// Input bindings.
-    pub inputs: &'a [Binding<'a>],
-    /// Output bindings.
-    pub outputs: &'a [Binding<'a>],
+    /// Input bindings, in I/O-index order.
+    pub inputs: &'a [Binding],
+    /// Output bindings, in I/O-index order.
+    pub outputs: &'a [Binding],
     /// `NEURON_RT_EXEC_TIMEOUT` in seconds (of device time), `None` for the backend default.
     pub timeout_secs: Option<u32>,
 }
@@ -271,6 +191,12 @@ pub trait DriverError: fmt::Debug + fmt::Display {
     /// The portable classification.
     fn kind(&self) -> ErrorKind;
 
+    /// The error a backend returns for an operation it does not implement (`operation` is the
+    /// [`Driver`] method's name); its kind must be [`ErrorKind::Unsupported`].
+    fn unsupported(operation: &'static str) -> Self
+    where
+        Self: Sized;
+
     /// The status a runtime call reports when this error ends it.
     fn status(&self) -> NrtStatus {
         match self.kind() {
@@ -288,6 +214,11 @@ pub trait DriverError: fmt::Debug + fmt::Display {
 /// Callback through which a driver reports soft incompatibilities (logged as warnings).
 pub type SoftIncompatCallback = fn(&str);
 
+/// The default body of an optional capability.
+fn unsupported<T, E: DriverError>(operation: &'static str) -> Result<T, E> {
+    Err(E::unsupported(operation))
+}
+
 /// A Neuron device backend.
 pub trait Driver {
     /// The backend's native error type.
@@ -297,59 +228,97 @@ pub trait Driver {
     /// negotiate with, core reservations marked locally, no per-core bring-up.
     fn is_funtime(&self) -> bool;
 
-    /// Registers the callback the driver layer uses to report soft incompatibilities.
-    fn register_soft_incompat_callback(
-        &self,
-        callback: SoftIncompatCallback,
-    ) -> Result<(), Self::Error>;
-
     /// Device discovery: count, cores per device, architecture.
     fn discover(&self) -> Result<DeviceInfo, Self::Error>;
 
-    /// Forces a hardware revision (only asked on non-hardware platforms).
-    fn override_hw_revision(&self, revision: HwRevision) -> Result<(), Self::Error>;
+    /// Registers the callback the driver layer uses to report soft incompatibilities. The
+    /// default accepts it and never calls it (a backend with nothing to report).
+    fn register_soft_incompat_callback(
+        &self,
+        callback: SoftIncompatCallback,
+    ) -> Result<(), Self::Error> {
+        let _ = callback;
+        Ok(())
+    }
+
+    /// Forces a hardware revision (only asked on non-hardware platforms; a failure is logged
+    /// as a warning).
+    fn override_hw_revision(&self, revision: HwRevision) -> Result<(), Self::Error> {
+        let _ = revision;
+        unsupported("override_hw_revision")
+    }
 
     /// The kernel driver's version.
-    fn driver_version(&self) -> Result<DriverVersion, Self::Error>;
+    fn driver_version(&self) -> Result<DriverVersion, Self::Error> {
+        unsupported("driver_version")
+    }
 
     /// The range of runtime compatibility ids the driver accepts.
-    fn compatible_version(&self) -> Result<CompatRange, Self::Error>;
+    fn compatible_version(&self) -> Result<CompatRange, Self::Error> {
+        unsupported("compatible_version")
+    }
 
-    /// Reserves `count` consecutive physical cores in `[start, end]` for this process; on
-    /// success returns the bitmap of the cores reserved.
-    fn reserve_cores(
-        &self,
-        request: ReserveRequest,
-    ) -> Result<CoreBitmap, ReserveError<Self::Error>>;
-
-    /// Releases exactly the cores of `bitmap` reserved by this process.
-    fn release_cores(&self, bitmap: &CoreBitmap) -> Result<(), Self::Error>;
+    /// Reserves `count` consecutive physical cores in `[start, end]` for this process.
+    fn reserve_cores(&self, request: ReserveRequest) -> Result<Reservation, Self::Error> {
+        let _ = request;
+        unsupported("reserve_cores")
+    }
 
     /// Per-core bring-up of the process's cores (reset, rings, queues).
-    fn init_cores(&self, params: &CoreInitParams) -> Result<(), Self::Error>;
+    fn init_cores(&self, params: &CoreInitParams) -> Result<(), Self::Error> {
+        let _ = params;
+        unsupported("init_cores")
+    }
 
     /// Starts the exec-ready program on the process's cores (last step of init).
-    fn start_exec_ready(&self, params: &CoreInitParams) -> Result<(), Self::Error>;
+    fn start_exec_ready(&self, params: &CoreInitParams) -> Result<(), Self::Error> {
+        let _ = params;
+        unsupported("start_exec_ready")
+    }
 
     /// Per-core teardown, the inverse of [`Driver::init_cores`].
-    fn shutdown_cores(&self, params: &CoreInitParams) -> Result<(), Self::Error>;
+    fn shutdown_cores(&self, params: &CoreInitParams) -> Result<(), Self::Error> {
+        let _ = params;
+        unsupported("shutdown_cores")
+    }
+
+    /// Releases exactly the cores of `bitmap` reserved by this process.
+    fn release_cores(&self, bitmap: &CoreBitmap) -> Result<(), Self::Error> {
+        let _ = bitmap;
+        unsupported("release_cores")
+    }
 
     /// Stops a staged model on its core's execution engine (the synchronous engine's model
     /// stop, first step of unloading it).
-    fn stop_model(&self, model: StagedModel) -> Result<(), Self::Error>;
+    fn stop_model(&self, model: StagedModel) -> Result<(), Self::Error> {
+        let _ = model;
+        unsupported("stop_model")
+    }
 
     /// Removes a stopped model from the device and frees what staging allocated for it.
-    fn unstage_model(&self, model: StagedModel) -> Result<(), Self::Error>;
+    fn unstage_model(&self, model: StagedModel) -> Result<(), Self::Error> {
+        let _ = model;
+        unsupported("unstage_model")
+    }
 
     /// Stages one subgraph of a model on its physical core (the per-core model build).
-    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, Self::Error>;
+    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, Self::Error> {
+        let _ = image;
+        unsupported("stage_subgraph")
+    }
 
     /// Allocates `size` bytes of the HBM of device `device` (out of memory:
     /// [`ErrorKind::OutOfMemory`]).
-    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, Self::Error>;
+    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, Self::Error> {
+        let _ = (device, size);
+        unsupported("alloc_device")
+    }
 
     /// Frees device memory.
-    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), Self::Error>;
+    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), Self::Error> {
+        let _ = buffer;
+        unsupported("free_device")
+    }
 
     /// Copies `data` into `buffer` at `offset`.
     fn write_device(
@@ -357,7 +326,10 @@ pub trait Driver {
         buffer: DeviceBuffer,
         offset: u64,
         data: &[u8],
-    ) -> Result<(), Self::Error>;
+    ) -> Result<(), Self::Error> {
+        let _ = (buffer, offset, data);
+        unsupported("write_device")
+    }
 
     /// Copies `out.len()` bytes of `buffer` at `offset` into `out`.
     fn read_device(
@@ -365,7 +337,10 @@ pub trait Driver {
         buffer: DeviceBuffer,
         offset: u64,
         out: &mut [u8],
-    ) -> Result<(), Self::Error>;
+    ) -> Result<(), Self::Error> {
+        let _ = (buffer, offset, out);
+        unsupported("read_device")
+    }
 
     /// Copies `len` bytes between device buffers.
     fn copy_device(
@@ -375,7 +350,10 @@ pub trait Driver {
         dst: DeviceBuffer,
         dst_offset: u64,
         len: u64,
-    ) -> Result<(), Self::Error>;
+    ) -> Result<(), Self::Error> {
+        let _ = (src, src_offset, dst, dst_offset, len);
+        unsupported("copy_device")
+    }
 
     /// Sets `len` bytes of `buffer` at `offset` to `value`.
     fn memset_device(
@@ -384,85 +362,36 @@ pub trait Driver {
         offset: u64,
         value: u8,
         len: u64,
-    ) -> Result<(), Self::Error>;
+    ) -> Result<(), Self::Error> {
+        let _ = (buffer, offset, value, len);
+        unsupported("memset_device")
+    }
 
-    /// Runs one execution to completion (the submit-and-wait of the synchronous engine).
-    /// Must not allocate for a model whose program is empty.
-    fn execute(&self, request: &ExecRequest<'_>) -> Result<(), Self::Error>;
+    /// Submits one execution and waits for it to complete (the submit-and-wait of the
+    /// synchronous engine). Must not allocate for a model whose program is empty.
+    fn submit(&self, request: &ExecRequest<'_>) -> Result<(), Self::Error> {
+        let _ = request;
+        unsupported("submit")
+    }
+}
+
+mod forward;
+
+/// `&T` forwards to `T`.
+macro_rules! by_ref {
+    (@value $s:ident, $d:ident => $e:expr) => {{
+        let $d = &**$s;
+        $e
+    }};
+    ($s:ident, $call:ident, $d:ident => $e:expr) => {{
+        let $d = &**$s;
+        $e
+    }};
 }
 
 impl<T: Driver + ?Sized> Driver for &T {
     type Error = T::Error;
-    fn is_funtime(&self) -> bool {
-        T::is_funtime(self)
-    }
-    fn register_soft_incompat_callback(&self, cb: SoftIncompatCallback) -> Result<(), T::Error> {
-        T::register_soft_incompat_callback(self, cb)
-    }
-    fn discover(&self) -> Result<DeviceInfo, T::Error> {
-        T::discover(self)
-    }
-    fn override_hw_revision(&self, revision: HwRevision) -> Result<(), T::Error> {
-        T::override_hw_revision(self, revision)
-    }
-    fn driver_version(&self) -> Result<DriverVersion, T::Error> {
-        T::driver_version(self)
-    }
-    fn compatible_version(&self) -> Result<CompatRange, T::Error> {
-        T::compatible_version(self)
-    }
-    fn reserve_cores(&self, r: ReserveRequest) -> Result<CoreBitmap, ReserveError<T::Error>> {
-        T::reserve_cores(self, r)
-    }
-    fn release_cores(&self, bitmap: &CoreBitmap) -> Result<(), T::Error> {
-        T::release_cores(self, bitmap)
-    }
-    fn init_cores(&self, params: &CoreInitParams) -> Result<(), T::Error> {
-        T::init_cores(self, params)
-    }
-    fn start_exec_ready(&self, params: &CoreInitParams) -> Result<(), T::Error> {
-        T::start_exec_ready(self, params)
-    }
-    fn shutdown_cores(&self, params: &CoreInitParams) -> Result<(), T::Error> {
-        T::shutdown_cores(self, params)
-    }
-    fn stop_model(&self, model: StagedModel) -> Result<(), T::Error> {
-        T::stop_model(self, model)
-    }
-    fn unstage_model(&self, model: StagedModel) -> Result<(), T::Error> {
-        T::unstage_model(self, model)
-    }
-    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, T::Error> {
-        T::stage_subgraph(self, image)
-    }
-    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, T::Error> {
-        T::alloc_device(self, device, size)
-    }
-    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), T::Error> {
-        T::free_device(self, buffer)
-    }
-    fn write_device(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<(), T::Error> {
-        T::write_device(self, b, offset, data)
-    }
-    fn read_device(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<(), T::Error> {
-        T::read_device(self, b, offset, out)
-    }
-    fn copy_device(
-        &self,
-        src: DeviceBuffer,
-        so: u64,
-        dst: DeviceBuffer,
-        d: u64,
-        len: u64,
-    ) -> Result<(), T::Error> {
-        T::copy_device(self, src, so, dst, d, len)
-    }
-    fn memset_device(&self, b: DeviceBuffer, o: u64, v: u8, len: u64) -> Result<(), T::Error> {
-        T::memset_device(self, b, o, v, len)
-    }
-    fn execute(&self, request: &ExecRequest<'_>) -> Result<(), T::Error> {
-        T::execute(self, request)
-    }
+    crate::forward_driver!(by_ref);
 }
 
 pub mod fault;

@@ -1,21 +1,20 @@
-//! What the runtime needs from its host besides the device: a log sink and fork detection.
+//! What the runtime needs from its host besides the device: a log sink ([`Host::log`]) and
+//! platform services ([`Platform`]: fork detection, relaxing while waiting, registry reader
+//! rows, parallel staging, a process-wide barrier).
 //!
-//! The core reads no environment, clock or OS. A bare-metal host can use [`NoHost`]; the std
-//! host (`nrt-host`) routes logs to stderr and tracks `fork()` through `pthread_atfork`.
+//! The two are apart so that a host that only changes where logs go implements `log` and names
+//! an existing platform (`type Platform = StdPlatform`), forwarding nothing. The core reads no
+//! environment, clock or OS. A bare-metal host can use [`NoHost`]; the std host (`nrt-host`)
+//! routes logs to stderr and tracks `fork()` through `pthread_atfork`.
 
 use core::fmt;
 
 use crate::fmt::Level;
 use crate::reader::{HeavyBarrier, ReaderId};
 
-/// Host services.
-pub trait Host {
-    /// Receives every log record that passes the configured `NEURON_RT_LOG_LEVEL`. The default
-    /// forwards to `log` or `defmt`, whichever feature is enabled.
-    fn log(&self, level: Level, args: fmt::Arguments<'_>) {
-        crate::fmt::forward(level, args);
-    }
-
+/// Platform services. Every method has a default fit for a single-threaded host that never
+/// forks.
+pub trait Platform {
     /// Installs the process's fork handlers (`pthread_atfork`), called at the point of `init`
     /// where the runtime installs them. `Err(code)` fails `init` with "Failed to set atfork
     /// handlers, ret=code". Must be idempotent.
@@ -30,8 +29,8 @@ pub trait Host {
         0
     }
 
-    /// Called while `unload` waits for in-flight references to a model to drain, between two
-    /// checks. A std host sleeps 1 ms; the default spins.
+    /// Called while the runtime waits (an unload draining references, queued work running
+    /// elsewhere), between two checks. A std host sleeps 1 ms; the default spins.
     fn relax(&self) {
         core::hint::spin_loop();
     }
@@ -60,6 +59,21 @@ pub trait Host {
     }
 }
 
+/// The runtime's host: where log records go, and the platform services it runs on.
+pub trait Host {
+    /// The platform services.
+    type Platform: Platform;
+
+    /// Receives every log record that passes the configured `NEURON_RT_LOG_LEVEL`. The default
+    /// forwards to `log` or `defmt`, whichever feature is enabled.
+    fn log(&self, level: Level, args: fmt::Arguments<'_>) {
+        crate::fmt::forward(level, args);
+    }
+
+    /// The platform services.
+    fn platform(&self) -> &Self::Platform;
+}
+
 /// A shard hint from the current stack address: threads have distinct stacks, megabytes apart.
 #[inline]
 pub fn stack_shard() -> usize {
@@ -70,56 +84,39 @@ pub fn stack_shard() -> usize {
 }
 
 impl<T: Host + ?Sized> Host for &T {
+    type Platform = T::Platform;
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         T::log(self, level, args)
     }
-    fn register_fork_handlers(&self) -> Result<(), i32> {
-        T::register_fork_handlers(self)
-    }
-    fn fork_generation(&self) -> u32 {
-        T::fork_generation(self)
-    }
-    fn relax(&self) {
-        T::relax(self)
-    }
-    fn reader_id(&self) -> ReaderId {
-        T::reader_id(self)
-    }
-    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
-        T::heavy_barrier(self)
-    }
-    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
-        T::run_parallel(self, n, task)
+    fn platform(&self) -> &T::Platform {
+        T::platform(self)
     }
 }
+
+/// Platform services with every default: no fork, spin while waiting, run tasks in order.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPlatform;
+
+impl Platform for NoPlatform {}
 
 /// A host with no services beyond the default log forwarding.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoHost;
 
-impl Host for NoHost {}
+impl Host for NoHost {
+    type Platform = NoPlatform;
+    fn platform(&self) -> &NoPlatform {
+        &NoPlatform
+    }
+}
 
 #[cfg(feature = "alloc")]
 impl<T: Host + ?Sized> Host for alloc::sync::Arc<T> {
+    type Platform = T::Platform;
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         T::log(self, level, args)
     }
-    fn register_fork_handlers(&self) -> Result<(), i32> {
-        T::register_fork_handlers(self)
-    }
-    fn fork_generation(&self) -> u32 {
-        T::fork_generation(self)
-    }
-    fn relax(&self) {
-        T::relax(self)
-    }
-    fn reader_id(&self) -> ReaderId {
-        T::reader_id(self)
-    }
-    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
-        T::heavy_barrier(self)
-    }
-    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
-        T::run_parallel(self, n, task)
+    fn platform(&self) -> &T::Platform {
+        T::platform(self)
     }
 }

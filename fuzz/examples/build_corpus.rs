@@ -13,7 +13,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use nrt_core::model::{Dtype, TensorUsage};
+use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 use nrt_sim::engine::{DType, Program, kernels};
 

@@ -117,9 +117,12 @@ fuzz_target!(|input: Input| {
             assert!(parsed.is_ok(), "init accepted what Config::parse refused");
             assert_eq!(rt.state(), InitState::Init);
             let a = rt.allocation().expect("allocation while INIT");
-            assert_eq!(a.reserved, a.physical_cores());
-            assert!(a.lnc_count > 0);
-            assert_eq!(rt.visible_vnc_count().expect("vnc count"), a.lnc_count);
+            assert_eq!(a.reserved, a.topology.physical_cores());
+            assert!(a.topology.lnc_count() > 0);
+            assert_eq!(
+                rt.visible_lnc_count().expect("vnc count"),
+                a.topology.lnc_count()
+            );
             assert!(rt.config().is_ok());
             // Idempotent while INIT.
             assert!(

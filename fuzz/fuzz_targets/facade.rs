@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use nrt_core::driver::{DriverCall, FaultInjector};
-use nrt_core::model::TensorUsage;
+use nrt_core::io::TensorUsage;
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 use nrt_core::tensor::{Tensor, TensorPlacement, TensorSet};
 use nrt_core::{
@@ -38,7 +38,7 @@ fn neffs() -> &'static [Vec<u8>] {
             name: name.into(),
             usage,
             size: 32,
-            dtype: nrt_core::model::Dtype::Float32,
+            dtype: nrt_core::io::Dtype::Float32,
             shape: vec![2, 4],
             var_id: 1,
         };
@@ -94,7 +94,7 @@ const FAULTS: [DriverCall; 12] = [
     DriverCall::ReadDevice,
     DriverCall::MemsetDevice,
     DriverCall::CopyDevice,
-    DriverCall::Execute,
+    DriverCall::Submit,
     DriverCall::StopModel,
     DriverCall::UnstageModel,
     DriverCall::Discover,
@@ -283,7 +283,7 @@ fn check_state(rt: &Rt) {
     match rt.state() {
         InitState::Init => {
             let a = rt.allocation().expect("allocation while INIT");
-            assert_eq!(a.reserved, a.physical_cores());
+            assert_eq!(a.reserved, a.topology.physical_cores());
         }
         InitState::Start => {}
         s => panic!("runtime left in {s:?}"),
@@ -504,14 +504,14 @@ fn run(rt: &Rt, input: &Input) {
                 status(&rt.io_tensor_count(h));
                 status(&rt.input_count(h));
                 status(&rt.model_tensor_info(h));
-                status(&rt.model_vnc(h));
+                status(&rt.model_lnc(h));
                 status(&rt.io_tensor_info(h, TensorUsage::Input, u32::from(*index)));
                 status(&rt.io_tensor_info(h, TensorUsage::Output, u32::from(*index)));
                 status(
                     &rt.is_valid_input_name(h, name.map(|n| NAMES[usize::from(n) % NAMES.len()])),
                 );
                 status(&rt.loaded_models());
-                status(&rt.visible_vnc_count());
+                status(&rt.visible_lnc_count());
             }
             Op::FailNext(c) => rt
                 .driver()

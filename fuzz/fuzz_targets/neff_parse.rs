@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nrt_core::NrtStatus;
-use nrt_core::model::{IoTable, TensorUsage};
+use nrt_core::io::TensorUsage;
 use nrt_core::neff::{self, HEADER_SIZE, KeepMembers, MAX_SUBGRAPHS, Neff, ParseOptions};
 
 fn exercise(n: &Neff) {
@@ -62,7 +62,7 @@ fn exercise(n: &Neff) {
     }
     let _ = n.to_spec();
     // The runtime's I/O table: Ok or an error status, never a panic.
-    if let Ok(io) = IoTable::from_neff(n) {
+    if let Ok(io) = n.io_table() {
         for usage in [TensorUsage::Input, TensorUsage::Output] {
             for t in io.tensors(usage) {
                 if usage == TensorUsage::Input {

@@ -11,7 +11,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use nrt_core::NrtStatus;
-use nrt_core::model::{Dtype, TensorUsage};
+use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{
     self, KNOWN_FEATURE_BITS, KeepMembers, MAX_DIMS, NeffSpec, NeffTensor, ParseOptions,
     SubgraphSpec,

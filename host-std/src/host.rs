@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use nrt_core::reader::{HeavyBarrier, ReaderId};
-use nrt_core::{Host, Level};
+use nrt_core::{Host, Level, Platform};
 
 use crate::{fork, sys, time};
 
@@ -30,7 +30,51 @@ enum Sink {
     Writer(Mutex<Box<dyn Write + Send>>),
 }
 
-/// The std host: log lines to stderr (or a sink), fork detection through `pthread_atfork`.
+/// The std platform services, all process-global: fork detection through `pthread_atfork`
+/// ([`register_fork_handlers`](crate::register_fork_handlers),
+/// [`fork_generation`](crate::fork_generation)), a 1 ms sleep while waiting, a registry reader
+/// row per thread ([`reader_id`]), one thread per staging task ([`run_parallel`]) and the
+/// `membarrier` heavy barrier ([`heavy_barrier`]). A host that only changes where logs go
+/// names it as its platform.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdPlatform;
+
+impl Platform for StdPlatform {
+    fn register_fork_handlers(&self) -> Result<(), i32> {
+        fork::register_fork_handlers()
+    }
+
+    fn fork_generation(&self) -> u32 {
+        fork::fork_generation()
+    }
+
+    /// Sleeps 1 ms, as libnrt does between checks of a draining model.
+    fn relax(&self) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+
+    fn reader_id(&self) -> ReaderId {
+        reader_id()
+    }
+
+    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
+        heavy_barrier()
+    }
+
+    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        run_parallel(n, task);
+    }
+}
+
+/// Writes `line` to file descriptor 2 with raw `write` calls, without std's stderr lock, so a
+/// child forked while another thread held that lock can still log. Every host of this project
+/// that logs to stderr writes through it. Errors are ignored: a line that cannot be written is
+/// dropped.
+pub fn write_stderr(line: &[u8]) {
+    sys::write_stderr(line);
+}
+
+/// The std host: log lines to stderr (or a sink), the [`StdPlatform`] services.
 ///
 /// Each record becomes one line, `<UTC timestamp> <pid> <LEVEL> NRT: <message>`, e.g.
 /// `2026-04-14T12:00:00.000000Z 4242 ERROR NRT: NRT uninitialized`, written with a single write
@@ -74,6 +118,8 @@ impl fmt::Debug for StdHost {
 }
 
 impl Host for StdHost {
+    type Platform = StdPlatform;
+
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         let line = log_line(level, args);
         match &self.sink {
@@ -86,29 +132,8 @@ impl Host for StdHost {
         }
     }
 
-    fn register_fork_handlers(&self) -> Result<(), i32> {
-        fork::register_fork_handlers()
-    }
-
-    fn fork_generation(&self) -> u32 {
-        fork::fork_generation()
-    }
-
-    /// Sleeps 1 ms, as libnrt does between checks of a draining model.
-    fn relax(&self) {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-
-    fn reader_id(&self) -> ReaderId {
-        reader_id()
-    }
-
-    fn heavy_barrier(&self) -> Option<HeavyBarrier> {
-        heavy_barrier()
-    }
-
-    fn run_parallel(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
-        run_parallel(n, task);
+    fn platform(&self) -> &StdPlatform {
+        &StdPlatform
     }
 }
 
@@ -241,10 +266,20 @@ impl CapturingHost {
 }
 
 impl Host for CapturingHost {
+    type Platform = Self;
+
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         self.lock().push((level, args.to_string()));
     }
 
+    fn platform(&self) -> &Self {
+        self
+    }
+}
+
+/// The std services, except that forks are simulated ([`CapturingHost::simulate_fork`]),
+/// fork-handler registration can be made to fail, and relaxing yields and is counted.
+impl Platform for CapturingHost {
     fn register_fork_handlers(&self) -> Result<(), i32> {
         self.registrations.fetch_add(1, Ordering::SeqCst);
         match self.registration_error.load(Ordering::SeqCst) {
@@ -330,8 +365,8 @@ mod tests {
     #[test]
     fn std_host_fork_services_are_the_process_globals() {
         let host = StdHost::default();
-        assert_eq!(host.register_fork_handlers(), Ok(()));
-        assert_eq!(host.fork_generation(), fork::fork_generation());
+        assert_eq!(host.platform().register_fork_handlers(), Ok(()));
+        assert_eq!(host.platform().fork_generation(), fork::fork_generation());
     }
 
     #[test]

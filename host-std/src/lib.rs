@@ -7,8 +7,10 @@
 //! - [`EnvVars`]: a snapshot of the process's `NEURON_RT_*` variables, a
 //!   [`VarSource`](nrt_core::VarSource) for [`Config::parse`](nrt_core::Config::parse).
 //! - [`StdHost`]: a [`Host`](nrt_core::Host) that writes timestamped log lines to stderr (or a
-//!   caller-supplied sink) and detects `fork()` through a `pthread_atfork` child handler
-//!   ([`register_fork_handlers`], [`fork_generation`]).
+//!   caller-supplied sink) with the [`StdPlatform`] services: `fork()` detected through a
+//!   `pthread_atfork` child handler ([`register_fork_handlers`], [`fork_generation`]), a reader
+//!   row per thread, parallel staging, the `membarrier` barrier. Hosts that log differently
+//!   name [`StdPlatform`] as their platform and write to stderr with [`write_stderr`].
 //! - [`CapturingHost`]: a [`Host`](nrt_core::Host) that records log records and simulates forks,
 //!   for tests.
 //! - [`coredump::CoreDumper`]: the core-dump forwarder, which expands the dump path templates and
@@ -28,5 +30,7 @@ pub mod coredump;
 pub use coredump::CoreDumper;
 pub use env::EnvVars;
 pub use fork::{fork_generation, register_fork_handlers};
-pub use host::{CapturingHost, StdHost, heavy_barrier, reader_id, run_parallel};
+pub use host::{
+    CapturingHost, StdHost, StdPlatform, heavy_barrier, reader_id, run_parallel, write_stderr,
+};
 pub use time::{dump_datetime, log_timestamp};

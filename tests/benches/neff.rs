@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use nrt_core::model::{Dtype, TensorUsage};
+use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, ParseOptions, SubgraphSpec};
 
 /// Counts live heap bytes and their peak.

@@ -1,6 +1,7 @@
 //! Model records built directly (the NEFF and load capabilities fill them from real files).
 
-use nrt_core::model::{Dtype, IoTable, Model, TensorInfo, TensorUsage};
+use nrt_core::io::{Dtype, IoTable, TensorInfo, TensorUsage};
+use nrt_core::model::Model;
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 
 /// A tensor description.

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use nrt_core::bitmap::CoreBitmap;
 use nrt_core::driver::DriverCall;
-use nrt_core::lnc::CoreBitmap;
 use nrt_core::{InitState, Level, NrtStatus};
 use nrt_sim::{Instance, SimConfig, SimMachine};
 use nrt_tests::{assert_err, assert_err_prefix, init, runtime_on};
@@ -34,7 +34,14 @@ fn implicit_unset_or_zero_allocates_every_core() {
         let (rt, _host) = runtime_on(&m);
         init(&rt, vars).unwrap();
         let a = rt.allocation().unwrap();
-        assert_eq!((a.lnc_size, a.first_lnc, a.lnc_count), (1, 0, 4));
+        assert_eq!(
+            (
+                a.topology.lnc_size(),
+                a.topology.first_lnc(),
+                a.topology.lnc_count()
+            ),
+            (1, 0, 4)
+        );
         assert_eq!(m.reserved(), CoreBitmap::range(0, 4));
     }
 }
@@ -45,9 +52,16 @@ fn implicit_trn2_uses_lnc_2_by_default() {
     let (rt, _host) = runtime_on(&m);
     init(&rt, &[]).unwrap();
     let a = rt.allocation().unwrap();
-    assert_eq!((a.lnc_size, a.first_lnc, a.lnc_count), (2, 0, 8));
+    assert_eq!(
+        (
+            a.topology.lnc_size(),
+            a.topology.first_lnc(),
+            a.topology.lnc_count()
+        ),
+        (2, 0, 8)
+    );
     assert_eq!(m.reserved(), CoreBitmap::range(0, 16));
-    assert_eq!(rt.visible_vnc_count().unwrap(), 8);
+    assert_eq!(rt.visible_lnc_count().unwrap(), 8);
 }
 
 #[test]
@@ -61,10 +75,10 @@ fn implicit_num_cores_n_reserves_the_first_n_free_cores() {
     let bb = b.allocation().unwrap();
     assert_eq!(bb.reserved, set(&[1, 2, 3]));
     // Indices seen by the caller are relative to the process.
-    assert_eq!(b.absolute_vnc(0).unwrap(), 1);
-    assert_eq!(b.absolute_vnc(2).unwrap(), 3);
+    assert_eq!(b.absolute_lnc(0).unwrap(), 1);
+    assert_eq!(b.absolute_lnc(2).unwrap(), 3);
     assert_err(
-        b.absolute_vnc(3),
+        b.absolute_lnc(3),
         NrtStatus::Invalid,
         "Logical Neuron Core 3 is not visible to this process (visible: 0-2)",
     );
@@ -114,7 +128,7 @@ fn implicit_whole_device_rule_on_trn2() {
 fn implicit_whole_device_rule_does_not_apply_to_sunda() {
     let (rt, _host) = runtime_on(&emulated(Instance::Inf2, 6));
     init(&rt, &[("NEURON_RT_NUM_CORES", "3")]).unwrap();
-    assert_eq!(rt.visible_vnc_count().unwrap(), 3);
+    assert_eq!(rt.visible_lnc_count().unwrap(), 3);
 }
 
 #[test]
@@ -215,7 +229,7 @@ fn lnc_size_beyond_the_arch_is_invalid() {
     );
     let (rt, _host) = runtime_on(&funtime(Instance::Trn2, 1));
     init(&rt, &[("NEURON_RT_VIRTUAL_CORE_SIZE", "1")]).unwrap();
-    assert_eq!(rt.visible_vnc_count().unwrap(), 8);
+    assert_eq!(rt.visible_lnc_count().unwrap(), 8);
 }
 
 // ---- explicit -------------------------------------------------------------------------------
@@ -233,9 +247,9 @@ fn explicit_range_reserves_exactly_those_cores() {
     )
     .unwrap();
     let a = rt.allocation().unwrap();
-    assert_eq!((a.first_lnc, a.lnc_count), (3, 4));
+    assert_eq!((a.topology.first_lnc(), a.topology.lnc_count()), (3, 4));
     assert_eq!(m.reserved(), CoreBitmap::range(3, 4));
-    assert_eq!(rt.absolute_vnc(0).unwrap(), 3);
+    assert_eq!(rt.absolute_lnc(0).unwrap(), 3);
     assert!(host.contains(
         Level::Info,
         "LNC info: first lnc 3 last lnc 6 first pnc 3 last pnc 6"
@@ -248,7 +262,7 @@ fn explicit_list_is_deduplicated_and_sorted() {
     let (rt, _host) = runtime_on(&m);
     init(&rt, &[("NEURON_RT_VISIBLE_CORES", "5,3,4,4,3-4")]).unwrap();
     let a = rt.allocation().unwrap();
-    assert_eq!((a.first_lnc, a.lnc_count), (3, 3));
+    assert_eq!((a.topology.first_lnc(), a.topology.lnc_count()), (3, 3));
     assert_eq!(m.reserved(), set(&[3, 4, 5]));
 }
 
@@ -322,7 +336,7 @@ fn explicit_wins_over_num_cores_with_a_warning() {
         ],
     )
     .unwrap();
-    assert_eq!(rt.visible_vnc_count().unwrap(), 1);
+    assert_eq!(rt.visible_lnc_count().unwrap(), 1);
     assert!(host.contains(
         Level::Warning,
         "Using NEURON_RT_VISIBLE_CORES to allocate Logical Neuron Cores; NEURON_RT_NUM_CORES=3 \

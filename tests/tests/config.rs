@@ -1,8 +1,8 @@
 //! Configuration: every variable, the `NEURON_RT_VISIBLE_CORES` grammar, malformed values.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use nrt_core::bitmap::CoreBitmap;
 use nrt_core::config::{Config, LogLevel, MAX_DMA_PACKET_SIZES, parse_core_list};
-use nrt_core::lnc::CoreBitmap;
 use nrt_core::{Level, NrtStatus};
 use nrt_sim::{Instance, SimConfig, SimMachine};
 use nrt_tests::{assert_err, init, runtime_on};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use nrt_core::driver::{DriverCall, FaultInjector};
-use nrt_core::model::TensorUsage;
+use nrt_core::io::TensorUsage;
 use nrt_core::tensor::{Tensor, TensorPlacement, TensorSet};
 use nrt_core::{ExecMode, Level, NrtStatus, Runtime, RuntimeOptions};
 use nrt_host::CapturingHost;
@@ -63,7 +63,7 @@ fn compiler_neff_loads_at_lnc_2_with_its_tensor_info() {
         2,
         "one staged subgraph per physical core"
     );
-    assert_eq!(rt.model_vnc(h).unwrap(), 0);
+    assert_eq!(rt.model_lnc(h).unwrap(), 0);
     let info = rt.model_tensor_info(h).unwrap();
     let names: Vec<_> = info
         .iter()
@@ -355,7 +355,7 @@ fn explicit_and_least_loaded_core_choice() {
     let b = rt.load(&fixture(), -1, -1).unwrap();
     let c = rt.load(&fixture(), 3, -1).unwrap();
     let d = rt.load(&fixture(), -1, -1).unwrap();
-    assert_eq!([a, b, c, d].map(|h| rt.model_vnc(h).unwrap()), [0, 1, 3, 2]);
+    assert_eq!([a, b, c, d].map(|h| rt.model_lnc(h).unwrap()), [0, 1, 3, 2]);
     assert_err(
         rt.load(&fixture(), 4, -1).map(|_| ()),
         NrtStatus::Invalid,
@@ -411,7 +411,7 @@ fn every_injected_failure_in_a_cycle_leaves_nothing_behind() {
         DriverCall::WriteDevice,
         DriverCall::ReadDevice,
         DriverCall::MemsetDevice,
-        DriverCall::Execute,
+        DriverCall::Submit,
         DriverCall::StopModel,
         DriverCall::UnstageModel,
     ];

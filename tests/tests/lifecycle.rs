@@ -4,12 +4,8 @@
 use std::sync::Arc;
 use std::sync::mpsc;
 
-use nrt_core::driver::{
-    CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverCall, DriverVersion,
-    ExecRequest, HwRevision, ReserveError, ReserveRequest, SoftIncompatCallback, StagedModel,
-    SubgraphImage,
-};
-use nrt_core::lnc::CoreBitmap;
+use nrt_core::bitmap::CoreBitmap;
+use nrt_core::driver::{CompatRange, Driver, DriverCall, DriverVersion};
 use nrt_core::{FrameworkType, InitState, Level, NrtStatus, Runtime};
 use nrt_sim::{DriverEmulation, Instance, SimConfig, SimDriver, SimMachine};
 use nrt_tests::{assert_err, assert_err_prefix, init, runtime_on};
@@ -78,7 +74,7 @@ fn guarded_calls_before_init_return_uninitialized_13() {
     assert_eq!(rt.state(), InitState::Start);
     assert_err(rt.guard(), NrtStatus::Uninitialized, "NRT uninitialized");
     assert_err(
-        rt.visible_vnc_count(),
+        rt.visible_lnc_count(),
         NrtStatus::Uninitialized,
         "NRT uninitialized",
     );
@@ -129,12 +125,12 @@ fn close_returns_to_start_and_a_later_init_succeeds() {
     assert!(m.reserved().is_empty());
     assert_err(rt.guard(), NrtStatus::Uninitialized, "NRT uninitialized");
     assert_err(
-        rt.visible_vnc_count(),
+        rt.visible_lnc_count(),
         NrtStatus::Uninitialized,
         "NRT uninitialized",
     );
     init(&rt, &[("NEURON_RT_NUM_CORES", "1")]).unwrap();
-    assert_eq!(rt.visible_vnc_count().unwrap(), 1);
+    assert_eq!(rt.visible_lnc_count().unwrap(), 1);
     assert_eq!(m.reserved(), CoreBitmap::range(0, 2));
     rt.close();
     assert!(m.reserved().is_empty());
@@ -156,7 +152,7 @@ fn close_tears_down_cores_and_unmarks_exactly_the_reserved_range() {
     let (b, _) = runtime_on(&m);
     init(&a, &[("NEURON_RT_NUM_CORES", "1")]).unwrap();
     init(&b, &[("NEURON_RT_NUM_CORES", "2")]).unwrap();
-    assert_eq!(b.allocation().unwrap().first_lnc, 1);
+    assert_eq!(b.allocation().unwrap().topology.first_lnc(), 1);
     assert_eq!(m.reserved(), CoreBitmap::range(0, 3));
     assert!(m.cores()[0].initialized && m.cores()[0].exec_ready);
     a.close();
@@ -176,80 +172,27 @@ struct ParkingDriver {
     release: std::sync::Mutex<mpsc::Receiver<()>>,
 }
 
+/// Forwards to the simulator, parking in `shutdown_cores` until released.
+macro_rules! parking {
+    (@value $s:ident, $d:ident => $e:expr) => {{
+        let $d = &$s.inner;
+        $e
+    }};
+    ($s:ident, ShutdownCores, $d:ident => $e:expr) => {{
+        $s.entered.send(()).unwrap();
+        $s.release.lock().unwrap().recv().unwrap();
+        let $d = &$s.inner;
+        $e
+    }};
+    ($s:ident, $call:ident, $d:ident => $e:expr) => {{
+        let $d = &$s.inner;
+        $e
+    }};
+}
+
 impl Driver for ParkingDriver {
     type Error = <SimDriver as Driver>::Error;
-    fn is_funtime(&self) -> bool {
-        self.inner.is_funtime()
-    }
-    fn register_soft_incompat_callback(&self, cb: SoftIncompatCallback) -> Result<(), Self::Error> {
-        self.inner.register_soft_incompat_callback(cb)
-    }
-    fn discover(&self) -> Result<DeviceInfo, Self::Error> {
-        self.inner.discover()
-    }
-    fn override_hw_revision(&self, r: HwRevision) -> Result<(), Self::Error> {
-        self.inner.override_hw_revision(r)
-    }
-    fn driver_version(&self) -> Result<DriverVersion, Self::Error> {
-        self.inner.driver_version()
-    }
-    fn compatible_version(&self) -> Result<CompatRange, Self::Error> {
-        self.inner.compatible_version()
-    }
-    fn reserve_cores(&self, r: ReserveRequest) -> Result<CoreBitmap, ReserveError<Self::Error>> {
-        self.inner.reserve_cores(r)
-    }
-    fn release_cores(&self, b: &CoreBitmap) -> Result<(), Self::Error> {
-        self.inner.release_cores(b)
-    }
-    fn init_cores(&self, p: &CoreInitParams) -> Result<(), Self::Error> {
-        self.inner.init_cores(p)
-    }
-    fn start_exec_ready(&self, p: &CoreInitParams) -> Result<(), Self::Error> {
-        self.inner.start_exec_ready(p)
-    }
-    fn shutdown_cores(&self, p: &CoreInitParams) -> Result<(), Self::Error> {
-        self.entered.send(()).unwrap();
-        self.release.lock().unwrap().recv().unwrap();
-        self.inner.shutdown_cores(p)
-    }
-    fn stop_model(&self, m: StagedModel) -> Result<(), Self::Error> {
-        self.inner.stop_model(m)
-    }
-    fn unstage_model(&self, m: StagedModel) -> Result<(), Self::Error> {
-        self.inner.unstage_model(m)
-    }
-    fn stage_subgraph(&self, i: &SubgraphImage<'_>) -> Result<StagedModel, Self::Error> {
-        self.inner.stage_subgraph(i)
-    }
-    fn alloc_device(&self, d: u32, size: u64) -> Result<DeviceBuffer, Self::Error> {
-        self.inner.alloc_device(d, size)
-    }
-    fn free_device(&self, b: DeviceBuffer) -> Result<(), Self::Error> {
-        self.inner.free_device(b)
-    }
-    fn write_device(&self, b: DeviceBuffer, o: u64, d: &[u8]) -> Result<(), Self::Error> {
-        self.inner.write_device(b, o, d)
-    }
-    fn read_device(&self, b: DeviceBuffer, o: u64, d: &mut [u8]) -> Result<(), Self::Error> {
-        self.inner.read_device(b, o, d)
-    }
-    fn copy_device(
-        &self,
-        s: DeviceBuffer,
-        so: u64,
-        d: DeviceBuffer,
-        o: u64,
-        l: u64,
-    ) -> Result<(), Self::Error> {
-        self.inner.copy_device(s, so, d, o, l)
-    }
-    fn memset_device(&self, b: DeviceBuffer, o: u64, v: u8, l: u64) -> Result<(), Self::Error> {
-        self.inner.memset_device(b, o, v, l)
-    }
-    fn execute(&self, r: &ExecRequest<'_>) -> Result<(), Self::Error> {
-        self.inner.execute(r)
-    }
+    nrt_core::forward_driver!(parking);
 }
 
 #[test]
@@ -270,7 +213,7 @@ fn calls_during_close_see_closed_14() {
         assert_eq!(rt.state(), InitState::Closed);
         assert_err(rt.guard(), NrtStatus::Closed, "NRT already closed");
         assert_err(
-            rt.visible_vnc_count(),
+            rt.visible_lnc_count(),
             NrtStatus::Closed,
             "NRT already closed",
         );
@@ -290,7 +233,7 @@ fn forked_child_enters_child_and_refuses_init_and_every_guarded_call() {
     assert_eq!(rt.state(), InitState::Child);
     let msg = "Incompatible runtime state: NRT_STATE_CHILD";
     assert_err(rt.guard(), NrtStatus::Failure, msg);
-    assert_err(rt.visible_vnc_count(), NrtStatus::Failure, msg);
+    assert_err(rt.visible_lnc_count(), NrtStatus::Failure, msg);
     assert_err(rt.allocation(), NrtStatus::Failure, msg);
     assert_err(init(&rt, &[]), NrtStatus::Failure, msg);
     // Terminal: close does nothing and init still fails.
@@ -413,7 +356,7 @@ fn log_level_filters_records() {
     host.clear();
     init(&rt, &[("NEURON_RT_LOG_LEVEL", "QUIET")]).unwrap();
     rt.close();
-    let _ = rt.visible_vnc_count();
+    let _ = rt.visible_lnc_count();
     assert!(host.records().is_empty());
 }
 

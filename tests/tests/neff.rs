@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use nrt_core::NrtStatus;
-use nrt_core::model::{Dtype, TensorUsage};
+use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, KeepMembers, NeffSpec, NeffTensor, ParseOptions, SubgraphSpec};
 use nrt_tests::assert_err;
 
@@ -594,7 +594,7 @@ t.extractall(sys.argv[2])
 #[test]
 fn io_table_from_the_compiler_fixture() {
     let n = neff::parse(&fixture(), &ParseOptions::default()).unwrap();
-    let io = nrt_core::model::IoTable::from_neff(&n).unwrap();
+    let io = n.io_table().unwrap();
     let names: Vec<_> = io
         .tensors(TensorUsage::Input)
         .iter()

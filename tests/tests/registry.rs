@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nrt_core::driver::{Driver, DriverCall, FaultInjector, SubgraphImage};
-use nrt_core::model::{Dtype, IoTable, MODEL_STATE_READY, Model, TensorUsage};
+use nrt_core::io::{Dtype, IoTable, TensorUsage};
+use nrt_core::model::{MODEL_STATE_READY, Model};
 use nrt_core::{InitState, Level, ModelHandle, NrtStatus, Runtime, RuntimeOptions};
 use nrt_host::CapturingHost;
 use nrt_sim::{Instance, SimConfig, SimDriver, SimMachine};
@@ -32,16 +33,18 @@ fn runtime() -> (TestRuntime, Arc<CapturingHost>, Arc<SimMachine>) {
 
 /// A model staged on the simulator, so unload has engine work to do.
 fn staged_model(rt: &TestRuntime, name: &str) -> Model {
+    let io = matmul_io();
     let image = SubgraphImage {
-        vnc: 0,
+        lnc: 0,
         index: 0,
-        pcore: 0,
+        pnc: 0,
         name: "sg00",
         model: name,
         program: None,
+        io: &io,
     };
     let staged = rt.driver().inner().stage_subgraph(&image).unwrap();
-    Model::new(name.to_string(), 0, matmul_io(), vec![staged])
+    Model::new(name.to_string(), 0, io, vec![staged])
 }
 
 #[test]

@@ -140,7 +140,7 @@ fn init_with_random_environments_ends_in_init_or_start() {
             Ok(()) => {
                 assert_eq!(rt.state(), InitState::Init);
                 let a = rt.allocation().unwrap();
-                assert_eq!(a.reserved, a.physical_cores());
+                assert_eq!(a.reserved, a.topology.physical_cores());
                 rt.close();
             }
             Err(e) => {
@@ -161,7 +161,7 @@ fn init_with_random_environments_ends_in_init_or_start() {
 
 #[test]
 fn neff_parser_never_panics_on_mutated_files() {
-    use nrt_core::model::{Dtype, TensorUsage};
+    use nrt_core::io::{Dtype, TensorUsage};
     use nrt_core::neff::{self, NeffSpec, NeffTensor, ParseOptions, SubgraphSpec};
     let spec = |gzip| NeffSpec {
         name: "m".into(),

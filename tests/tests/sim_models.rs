@@ -263,9 +263,9 @@ fn an_invalid_program_is_refused_at_load() {
         }],
         tensors: vec![nrt_core::neff::NeffTensor {
             name: "x".into(),
-            usage: nrt_core::model::TensorUsage::Input,
+            usage: nrt_core::io::TensorUsage::Input,
             size: 4,
-            dtype: nrt_core::model::Dtype::Float32,
+            dtype: nrt_core::io::Dtype::Float32,
             shape: vec![1],
             var_id: 1,
         }],

@@ -53,7 +53,7 @@ use alloc::vec::Vec;
 use md5::Digest as _;
 
 use crate::error::Result;
-use crate::model::{Dtype, TensorUsage};
+use crate::io::{Dtype, IoTable, TensorInfo, TensorUsage};
 
 pub use header::{
     HEADER_SIZE, Header, PKG_GZIP_TAR, PKG_PLAIN_TAR, SUPPORTED_MAJOR, SUPPORTED_MINOR,
@@ -195,6 +195,20 @@ impl Neff {
     /// The tensors of one usage, in name order.
     pub fn tensors_of(&self, usage: TensorUsage) -> impl Iterator<Item = &NeffTensor> {
         self.tensors.iter().filter(move |t| t.usage == usage)
+    }
+
+    /// The model's I/O table.
+    pub fn io_table(&self) -> Result<IoTable> {
+        let info = |t: &NeffTensor| TensorInfo {
+            name: t.name.clone(),
+            size: t.size,
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+        };
+        IoTable::new(
+            self.tensors_of(TensorUsage::Input).map(info).collect(),
+            self.tensors_of(TensorUsage::Output).map(info).collect(),
+        )
     }
 }
 
@@ -471,7 +485,7 @@ fn build(header: Header, mut c: Collected, warnings: Vec<String>) -> Result<Neff
                 "output" => TensorUsage::Output,
                 _ => continue,
             };
-            if name.is_empty() || name.len() > crate::model::MAX_TENSOR_NAME {
+            if name.is_empty() || name.len() > crate::io::MAX_TENSOR_NAME {
                 return Err(err!(
                     Invalid,
                     "Invalid NEFF: {}: tensor name of {} bytes (1 to 255 allowed)",

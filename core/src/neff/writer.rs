@@ -12,7 +12,7 @@ use super::{
     PKG_PLAIN_TAR, dtype_str, gzip, payload_hash, tar,
 };
 use crate::error::Result;
-use crate::model::TensorUsage;
+use crate::io::TensorUsage;
 
 /// One subgraph to write.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,23 +2,27 @@
 //! per-core queues behind plain `execute`) and the explicit async API (libnrt 2.31 `nrta_*` v3:
 //! schedule on an execution unit's queue, a sequence id, a status written at completion).
 //!
-//! Queued work is plain data (device buffers, a model handle), so any thread can run it: a host
+//! Queued work is plain data (a model handle and its bindings by I/O index, resolved when the
+//! request was made), so any thread can run it: a host
 //! runs [`Runtime::run_async_worker`] on threads of its own, and threads that must wait for
 //! queued work (`drain`, `unload` of a model with queued executions, `close`) run it themselves
 //! rather than block. Each queue completes its requests in order.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
-use super::{ModelHandle, Runtime};
-use crate::driver::{Binding, DeviceBuffer, Driver, DriverError, ExecRequest};
+use super::bind::Resolved;
+use super::{ModelHandle, ModelRef, Runtime};
+use crate::driver::{Binding, Driver, DriverError, ExecRequest};
 use crate::error::Result;
 use crate::fmt::Level;
-use crate::host::Host;
-use crate::model::TensorUsage;
+use crate::host::{Host, Platform as _};
+use crate::io::TensorUsage;
+use crate::model::QueuedCount;
 use crate::status::NrtStatus;
 use crate::tensor::TensorSet;
+use crate::topology::Topology;
 
 /// `nrta_xu_t` (v3): the execution units of a logical core.
 #[repr(u32)]
@@ -67,22 +71,14 @@ pub struct CompletionHook {
 /// The implicit-async completion callback (`nrt_register_async_exec_callback`): params, model
 /// id, logical core, job id, status.
 pub type AsyncExecCallback =
-    fn(params: usize, model_id: u32, vnc: u32, job_id: u64, status: NrtStatus);
-
-#[derive(Clone, Copy, Debug)]
-struct OwnedBinding {
-    /// Index of the tensor in the model's I/O table (per usage).
-    index: u32,
-    buffer: DeviceBuffer,
-    offset: u64,
-}
+    fn(params: usize, model_id: u32, lnc: u32, job_id: u64, status: NrtStatus);
 
 #[derive(Debug)]
 struct Job {
     number: u64,
     model: ModelHandle,
-    inputs: Vec<OwnedBinding>,
-    outputs: Vec<OwnedBinding>,
+    inputs: Vec<Binding>,
+    outputs: Vec<Binding>,
     hook: Option<CompletionHook>,
 }
 
@@ -90,7 +86,7 @@ struct Job {
 struct Queue {
     xu_id: u16,
     /// Absolute logical core.
-    vnc: u32,
+    lnc: u32,
     implicit: bool,
     capacity: usize,
     pending: VecDeque<Job>,
@@ -108,19 +104,15 @@ pub(crate) struct AsyncState {
     next: usize,
 }
 
-/// Counts a model's queued asynchronous executions, so `unload` can drain them first.
-#[derive(Debug, Default)]
-pub struct QueuedCount(pub(crate) AtomicU32);
-
 impl AsyncState {
-    /// Builds the queues for `lnc_count` logical cores from `first_lnc`.
-    pub(crate) fn new(first_lnc: u32, lnc_count: u32, implicit_depth: u32) -> Self {
+    /// Builds the queues for the logical cores of `topology`.
+    pub(crate) fn new(topology: Topology, implicit_depth: u32) -> Self {
         let mut queues = Vec::new();
-        for rel in 0..lnc_count {
+        for rel in 0..topology.lnc_count() {
             for xu in 0..XU_TYPES {
                 queues.push(Queue {
                     xu_id: (rel * XU_TYPES + xu) as u16,
-                    vnc: first_lnc + rel,
+                    lnc: topology.first_lnc() + rel,
                     implicit: false,
                     capacity: EXPLICIT_QUEUE_DEPTH,
                     pending: VecDeque::new(),
@@ -131,10 +123,10 @@ impl AsyncState {
             }
         }
         if implicit_depth > 0 {
-            for rel in 0..lnc_count {
+            for rel in 0..topology.lnc_count() {
                 queues.push(Queue {
                     xu_id: u16::MAX,
-                    vnc: first_lnc + rel,
+                    lnc: topology.first_lnc() + rel,
                     implicit: true,
                     capacity: implicit_depth as usize,
                     pending: VecDeque::new(),
@@ -162,73 +154,71 @@ impl AsyncState {
 /// A job taken off a queue, to be run by the caller.
 struct Taken {
     queue: usize,
-    vnc: u32,
+    lnc: u32,
     implicit: bool,
     xu_id: u16,
     job: Job,
 }
 
-impl<D: Driver, H: Host> Runtime<D, H> {
-    fn owned_bindings(
-        &self,
-        id: u32,
-        io: &crate::model::IoTable,
-        set: &TensorSet<'_>,
-        usage: TensorUsage,
-        what: &str,
-    ) -> Result<Vec<OwnedBinding>> {
-        let mut out = Vec::with_capacity(io.tensors(usage).len());
-        for (index, t) in io.tensors(usage).iter().enumerate() {
-            let Some(tensor) = set.find(&t.name) else {
-                continue;
-            };
-            let Some((buffer, offset)) = tensor.device_location() else {
-                return Err(self.fail(err!(
-                    Invalid,
-                    "{what} only supports device allocated tensors: tensor \"{}\" of model {id} is in host memory",
-                    t.name
-                )));
-            };
-            out.push(OwnedBinding {
-                index: index as u32,
-                buffer,
-                offset,
-            });
-        }
-        Ok(out)
+/// The device bindings of one resolved side; a host tensor is `NRT_INVALID` (async work keeps
+/// no clones).
+fn device_bindings(
+    id: u32,
+    m: &crate::model::Model,
+    side: &Resolved<'_, '_>,
+    usage: TensorUsage,
+    what: &str,
+) -> Result<Vec<Binding>> {
+    let io = m.io();
+    let mut out = Vec::with_capacity(io.len(usage));
+    for (index, tensor) in side.iter() {
+        let Some((buffer, offset)) = tensor.device_location() else {
+            return Err(err!(
+                Invalid,
+                "{what} only supports device allocated tensors: tensor \"{}\" of model {id} is in host memory",
+                io.get(usage, index).map_or("", |t| t.name.as_str())
+            ));
+        };
+        out.push(Binding {
+            index,
+            buffer,
+            offset,
+            size: io.get(usage, index).map_or(0, |t| t.size),
+        });
     }
+    Ok(out)
+}
 
-    /// Validates and enqueues an execution on queue `queue_index`.
+impl<D: Driver, H: Host> Runtime<D, H> {
+    /// Enqueues an execution of the model `m` refers to, with resolved I/O, on the queue
+    /// `pick` chooses.
     fn enqueue(
         &self,
-        h: ModelHandle,
-        inputs: &TensorSet<'_>,
-        outputs: &TensorSet<'_>,
+        m: &ModelRef<'_>,
+        ins: &Resolved<'_, '_>,
+        outs: &Resolved<'_, '_>,
         pick: impl FnOnce(&AsyncState, u32) -> Option<usize>,
         what: &str,
         hook: Option<CompletionHook>,
     ) -> Result<u64> {
-        let m = self.model_ref_for_exec(h)?;
+        let h = m.handle();
         let id = h.id();
-        self.validate_io(id, m.io(), inputs, TensorUsage::Input)?;
-        self.validate_io(id, m.io(), outputs, TensorUsage::Output)?;
-        let ins = self.owned_bindings(id, m.io(), inputs, TensorUsage::Input, what)?;
-        let outs = self.owned_bindings(id, m.io(), outputs, TensorUsage::Output, what)?;
-        let vnc = m.vnc();
+        let inputs =
+            device_bindings(id, m, ins, TensorUsage::Input, what).map_err(|e| self.fail(e))?;
+        let outputs =
+            device_bindings(id, m, outs, TensorUsage::Output, what).map_err(|e| self.fail(e))?;
+        let lnc = m.lnc();
         let mut state = self.async_state.lock();
         let Some(state) = state.as_mut() else {
             return Err(self.fail(err!(Closed, "NRT already closed")));
         };
-        let Some(qi) = pick(state, vnc) else {
-            return Err(self.fail(err!(Invalid, "No async queue for Neuron Core {vnc}")));
-        };
-        let Some(q) = state.queues.get_mut(qi) else {
-            return Err(self.fail(err!(Invalid, "No async queue for Neuron Core {vnc}")));
+        let Some(q) = pick(state, lnc).and_then(|qi| state.queues.get_mut(qi)) else {
+            return Err(self.fail(err!(Invalid, "No async queue for Neuron Core {lnc}")));
         };
         if q.pending.len() + usize::from(q.busy) >= q.capacity {
             return Err(err!(
                 QueueFull,
-                "The async queue of Neuron Core {vnc} is full ({} requests)",
+                "The async queue of Neuron Core {lnc} is full ({} requests)",
                 q.capacity
             ));
         }
@@ -237,26 +227,26 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         q.pending.push_back(Job {
             number,
             model: h,
-            inputs: ins,
-            outputs: outs,
+            inputs,
+            outputs,
             hook,
         });
-        m.queued().0.fetch_add(1, Ordering::AcqRel);
+        m.queued().increment();
         Ok(seq_id(q.xu_id, number))
     }
 
     /// Implicit-async `execute`: enqueues to the model's core queue (full: `NRT_QUEUE_FULL`).
     pub(super) fn execute_implicit_async(
         &self,
-        h: ModelHandle,
-        inputs: &TensorSet<'_>,
-        outputs: &TensorSet<'_>,
+        m: &ModelRef<'_>,
+        ins: &Resolved<'_, '_>,
+        outs: &Resolved<'_, '_>,
     ) -> Result<()> {
         self.enqueue(
-            h,
-            inputs,
-            outputs,
-            |s, vnc| s.queues.iter().position(|q| q.implicit && q.vnc == vnc),
+            m,
+            ins,
+            outs,
+            |s, lnc| s.queues.iter().position(|q| q.implicit && q.lnc == lnc),
             "Async exec mode",
             None,
         )
@@ -281,13 +271,17 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 "The compute execution unit has only queue 0, not {queue}"
             )));
         }
-        let first = self.exec_config.first_lnc.load(Ordering::Relaxed);
+        let m = self.model_ref_for_exec(h)?;
+        let id = h.id();
+        let ins = self.resolve_side(id, m.io(), inputs, TensorUsage::Input)?;
+        let outs = self.resolve_side(id, m.io(), outputs, TensorUsage::Output)?;
+        let topology = self.published.topology();
         self.enqueue(
-            h,
-            inputs,
-            outputs,
-            |s, vnc| {
-                let rel = vnc.checked_sub(first)?;
+            &m,
+            &ins,
+            &outs,
+            |s, lnc| {
+                let rel = topology.relative_lnc(lnc)?;
                 let xu = (rel * XU_TYPES + Xu::Compute as u32) as u16;
                 s.queues.iter().position(|q| !q.implicit && q.xu_id == xu)
             },
@@ -404,8 +398,8 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             if q.busy || q.pending.is_empty() {
                 continue;
             }
-            if let Some((vnc, implicit)) = only {
-                if q.vnc != vnc || q.implicit != implicit {
+            if let Some((lnc, implicit)) = only {
+                if q.lnc != lnc || q.implicit != implicit {
                     continue;
                 }
             }
@@ -414,7 +408,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             s.next = qi + 1;
             return Some(Taken {
                 queue: qi,
-                vnc: q.vnc,
+                lnc: q.lnc,
                 implicit: q.implicit,
                 xu_id: q.xu_id,
                 job,
@@ -428,35 +422,13 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         let status = match self.resolve_unguarded_quiet(t.job.model) {
             Err(()) => NrtStatus::InvalidHandle,
             Ok(m) => {
-                let io = m.io();
-                let bind = |b: &OwnedBinding, usage: TensorUsage| {
-                    io.tensors(usage).get(b.index as usize).map(|t| Binding {
-                        name: &t.name,
-                        buffer: b.buffer,
-                        offset: b.offset,
-                        size: t.size,
-                    })
-                };
-                let ins: Vec<Binding<'_>> = t
-                    .job
-                    .inputs
-                    .iter()
-                    .filter_map(|b| bind(b, TensorUsage::Input))
-                    .collect();
-                let outs: Vec<Binding<'_>> = t
-                    .job
-                    .outputs
-                    .iter()
-                    .filter_map(|b| bind(b, TensorUsage::Output))
-                    .collect();
-                let timeout = self.exec_config.timeout_secs.load(Ordering::Relaxed);
                 let request = ExecRequest {
                     subgraphs: m.staged(),
-                    inputs: &ins,
-                    outputs: &outs,
-                    timeout_secs: (timeout > 0).then_some(timeout),
+                    inputs: &t.job.inputs,
+                    outputs: &t.job.outputs,
+                    timeout_secs: self.published.timeout_secs(),
                 };
-                let status = match self.driver.execute(&request) {
+                let status = match self.driver.submit(&request) {
                     Ok(()) => NrtStatus::Success,
                     Err(e) => {
                         self.log(
@@ -466,7 +438,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                         e.status()
                     }
                 };
-                m.queued().0.fetch_sub(1, Ordering::AcqRel);
+                m.queued().decrement();
                 status
             }
         };
@@ -485,9 +457,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
         if t.implicit {
             if let Some((cb, params)) = callback {
-                let rel = t
-                    .vnc
-                    .saturating_sub(self.exec_config.first_lnc.load(Ordering::Relaxed));
+                let rel = self.published.topology().relative_lnc(t.lnc).unwrap_or(0);
                 cb(params, id, rel, t.job.number, status);
             }
         }
@@ -511,7 +481,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 if stop.load(Ordering::Acquire) && self.async_pending() == 0 {
                     return;
                 }
-                self.host.relax();
+                self.host.platform().relax();
             }
         }
     }
@@ -525,15 +495,15 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     }
 
     /// `nrt_async_drain_queued_execs`: runs or waits for every queued implicit-async execution of
-    /// (process-relative) logical core `vnc`.
-    pub fn async_drain(&self, vnc: i32) -> Result<()> {
+    /// (process-relative) logical core `lnc`.
+    pub fn async_drain(&self, lnc: i32) -> Result<()> {
         self.guard()?;
-        let abs = self.absolute_vnc_checked(vnc)?;
+        let abs = self.resolve_lnc(lnc.into())?;
         loop {
             let pending = self.async_state.lock().as_ref().map_or(0, |s| {
                 s.queues
                     .iter()
-                    .filter(|q| q.vnc == abs)
+                    .filter(|q| q.lnc == abs)
                     .map(|q| q.pending.len() + usize::from(q.busy))
                     .sum()
             });
@@ -545,30 +515,18 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 .or_else(|| self.take_job(Some((abs, false))))
             {
                 Some(t) => self.run_job(t),
-                None => self.host.relax(),
+                None => self.host.platform().relax(),
             }
         }
     }
 
     /// Runs or waits for the queued executions of a model (its model-stop in async mode).
     pub(super) fn drain_model(&self, queued: &QueuedCount) {
-        while queued.0.load(Ordering::Acquire) > 0 {
+        while queued.get() > 0 {
             match self.take_job(None) {
                 Some(t) => self.run_job(t),
-                None => self.host.relax(),
+                None => self.host.platform().relax(),
             }
-        }
-    }
-
-    fn absolute_vnc_checked(&self, vnc: i32) -> Result<u32> {
-        let count = self.exec_config.lnc_count.load(Ordering::Relaxed);
-        match u32::try_from(vnc) {
-            Ok(v) if v < count => Ok(self.exec_config.first_lnc.load(Ordering::Relaxed) + v),
-            _ => Err(self.fail(err!(
-                Invalid,
-                "Logical Neuron Core {vnc} is not visible to this process (visible: 0-{})",
-                count.saturating_sub(1)
-            ))),
         }
     }
 
@@ -576,7 +534,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     pub(super) fn drain_all_async(&self) {
         while self.async_pending() > 0 {
             if self.process_async() == 0 {
-                self.host.relax();
+                self.host.platform().relax();
             }
         }
     }

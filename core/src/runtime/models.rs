@@ -8,11 +8,11 @@ use super::Runtime;
 use crate::driver::Driver;
 use crate::error::{Error, Result};
 use crate::fmt::Level;
-use crate::host::Host;
-use crate::model::{IoTable, MODEL_STATE_READY, Model, TensorInfo, TensorUsage};
+use crate::host::{Host, Platform as _};
+use crate::io::{TensorInfo, TensorUsage};
+use crate::model::{MODEL_STATE_READY, Model};
 use crate::registry::{Handle, InsertError, Ref};
 use crate::status::NrtStatus;
-use crate::tensor::TensorSet;
 
 /// A model handle: the registry slot and the model's id. The id is unique within a runtime
 /// (monotone, never reused), so a stale or forged handle never resolves.
@@ -29,7 +29,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// Takes a reference to a model without the state guard (for `close`'s sweep).
     fn resolve_unguarded(&self, h: ModelHandle) -> Result<ModelRef<'_>> {
         self.models
-            .resolve(h, self.host.reader_id())
+            .resolve(h, self.host.platform().reader_id())
             .ok_or_else(|| self.miss(h))
     }
 
@@ -38,7 +38,9 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         &self,
         h: ModelHandle,
     ) -> core::result::Result<ModelRef<'_>, ()> {
-        self.models.resolve(h, self.host.reader_id()).ok_or(())
+        self.models
+            .resolve(h, self.host.platform().reader_id())
+            .ok_or(())
     }
 
     /// Takes the reference an execution holds (`db_get_nn_ref_count`); a miss is
@@ -126,7 +128,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                     format_args!("still waiting for model[{id}] ref count 0"),
                 );
             }
-            self.host.relax();
+            self.host.platform().relax();
         });
         // Exclusive from here: stop on the engine, unstage, free.
         let model = drained.take();
@@ -192,15 +194,15 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         let m = self.model(h)?;
         let io = m.io();
         Ok((
-            io.tensors(TensorUsage::Input).len() as u32,
-            io.tensors(TensorUsage::Output).len() as u32,
+            io.len(TensorUsage::Input) as u32,
+            io.len(TensorUsage::Output) as u32,
         ))
     }
 
     /// `kmgr_get_ifmap_count`: the number of inputs.
     pub fn input_count(&self, h: ModelHandle) -> Result<u32> {
         let m = self.model(h)?;
-        Ok(m.io().tensors(TensorUsage::Input).len() as u32)
+        Ok(m.io().len(TensorUsage::Input) as u32)
     }
 
     /// `kmgr_get_io_tensor_info`: the `index`-th input or output, in name order.
@@ -229,7 +231,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     pub fn model_tensor_info(&self, h: ModelHandle) -> Result<Vec<(TensorUsage, TensorInfo)>> {
         let m = self.model(h)?;
         let io = m.io();
-        Ok([TensorUsage::Input, TensorUsage::Output]
+        Ok(TensorUsage::BOTH
             .into_iter()
             .flat_map(|u| io.tensors(u).iter().map(move |t| (u, t.clone())))
             .collect())
@@ -245,45 +247,9 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         Ok(m.io().input(name).is_some())
     }
 
-    /// Checks one side of the I/O against the model: every model tensor present with its exact
-    /// size, no unknown names.
-    pub(super) fn validate_io(
-        &self,
-        id: u32,
-        io: &IoTable,
-        set: &TensorSet<'_>,
-        usage: TensorUsage,
-    ) -> Result<()> {
-        let what = usage.as_str();
-        for t in io.tensors(usage) {
-            match set.find(&t.name) {
-                None => {
-                    return Err(self.fail(err!(
-                        Invalid,
-                        "Missing {what} tensor \"{}\" for model {id}",
-                        t.name
-                    )));
-                }
-                Some(x) if x.size() != t.size => {
-                    return Err(self.fail(err!(
-                        Invalid,
-                        "The {what} tensor \"{}\" has {} bytes, model {id} expects {}",
-                        t.name,
-                        x.size(),
-                        t.size
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        for (name, _) in set.iter() {
-            if !io.tensors(usage).iter().any(|t| t.name == name) {
-                return Err(self.fail(err!(
-                    Invalid,
-                    "Unknown {what} tensor \"{name}\" for model {id}"
-                )));
-            }
-        }
-        Ok(())
+    /// The process-relative logical core a model is loaded on (`nrt_get_model_info`).
+    pub fn model_lnc(&self, h: ModelHandle) -> Result<u32> {
+        let m = self.model(h)?;
+        Ok(self.published.topology().relative_lnc(m.lnc()).unwrap_or(0))
     }
 }

@@ -1,8 +1,8 @@
-//! Logical NeuronCore (LNC) arithmetic and the core bitmap.
+//! The core bitmap: a set of core indices, physical or logical.
 //!
-//! A logical core groups `lnc_size` consecutive physical cores; logical core `l` covers
-//! physical cores `[l * lnc_size, (l + 1) * lnc_size)`. Reservations are bitmaps over physical
-//! cores, at most [`MAX_CORES`] of them (the driver's reservation namespace: 64 devices × 8).
+//! Reservations are bitmaps over physical cores, at most [`MAX_CORES`] of them (the driver's
+//! reservation namespace: 64 devices × 8). A leaf module: configuration, topology and the driver
+//! all speak it.
 
 use core::fmt;
 
@@ -133,6 +133,15 @@ impl CoreBitmap {
             .any(|(a, b)| a & b != 0)
     }
 
+    /// The cores in both sets.
+    pub fn intersection(&self, other: &Self) -> Self {
+        let mut out = *self;
+        for (a, b) in out.words.iter_mut().zip(other.words.iter()) {
+            *a &= *b;
+        }
+        out
+    }
+
     /// `self` without the cores of `other`.
     pub fn difference(&self, other: &Self) -> Self {
         let mut out = *self;
@@ -156,46 +165,29 @@ impl defmt::Format for CoreBitmap {
     }
 }
 
-/// The logical cores a runtime owns and the physical cores reserved for them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Allocation {
-    /// Physical cores per logical core.
-    pub lnc_size: u32,
-    /// First logical core (absolute index; callers see it as 0).
-    pub first_lnc: u32,
-    /// Number of logical cores.
-    pub lnc_count: u32,
-    /// The physical cores reserved.
-    pub reserved: CoreBitmap,
-    /// Whether the reservation was made through the driver (and must be released there) or
-    /// marked locally (funtime).
-    pub driver_reserved: bool,
-}
-
-impl Allocation {
-    /// First physical core.
-    pub fn first_pnc(&self) -> u32 {
-        self.first_lnc.saturating_mul(self.lnc_size)
-    }
-
-    /// Last logical core (absolute).
-    pub fn last_lnc(&self) -> u32 {
-        (self.first_lnc + self.lnc_count).saturating_sub(1)
-    }
-
-    /// The absolute logical core for a process-relative index, if the process owns it.
-    pub fn absolute_lnc(&self, relative: u32) -> Option<u32> {
-        (relative < self.lnc_count).then(|| self.first_lnc + relative)
-    }
-
-    /// The physical cores of the process's logical cores, rebuilt from the logical range the way
-    /// `nrt_close` rebuilds them.
-    pub fn physical_cores(&self) -> CoreBitmap {
-        CoreBitmap::range(
-            self.first_pnc(),
-            self.lnc_count.saturating_mul(self.lnc_size),
-        )
+/// The compact list form `0-3,6` (empty for the empty set), as `NEURON_RT_VISIBLE_CORES` and
+/// the runtime's messages write core sets.
+impl fmt::Display for CoreBitmap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut iter = self.iter().peekable();
+        while let Some(start) = iter.next() {
+            let mut end = start;
+            while iter.peek() == Some(&(end + 1)) {
+                end += 1;
+                iter.next();
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if start == end {
+                write!(f, "{start}")?;
+            } else {
+                write!(f, "{start}-{end}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -222,18 +214,23 @@ mod tests {
     }
 
     #[test]
-    fn allocation_maps_relative_to_absolute() {
-        let a = Allocation {
-            lnc_size: 2,
-            first_lnc: 3,
-            lnc_count: 2,
-            reserved: CoreBitmap::range(6, 4),
-            driver_reserved: true,
-        };
-        assert_eq!(a.absolute_lnc(0), Some(3));
-        assert_eq!(a.absolute_lnc(1), Some(4));
-        assert_eq!(a.absolute_lnc(2), None);
-        assert_eq!(a.physical_cores(), a.reserved);
-        assert_eq!(a.last_lnc(), 4);
+    fn bitmap_displays_as_a_compact_list() {
+        let mut b = CoreBitmap::range(0, 4);
+        b.insert(6);
+        assert_eq!(alloc_free_string(&b), "0-3,6");
+        assert_eq!(alloc_free_string(&CoreBitmap::range(5, 1)), "5");
+        assert_eq!(alloc_free_string(&CoreBitmap::new()), "");
+        let mut c = CoreBitmap::new();
+        for i in [0, 2, 3] {
+            c.insert(i);
+        }
+        assert_eq!(alloc_free_string(&c), "0,2-3");
+    }
+
+    fn alloc_free_string(b: &CoreBitmap) -> heapless::String<64> {
+        use core::fmt::Write;
+        let mut s = heapless::String::new();
+        write!(s, "{b}").unwrap();
+        s
     }
 }

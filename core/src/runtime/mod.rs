@@ -1,0 +1,408 @@
+//! The runtime value: its state, the lifecycle guard, and the session's values.
+//!
+//! A [`Runtime`] is a value over a [`Driver`] and a [`Host`]; its `impl` is split by concern:
+//! `init.rs` (`init` / `close` in libnrt's order), `models.rs` (the registry facade and unload),
+//! `load.rs` (load and the stage seam), `bind.rs` (resolving tensor sets to I/O indices once per
+//! call), `exec.rs` (tensors and the synchronous execute fork) and `async_exec.rs` (the
+//! implicit-async queues and the explicit `nrta` API).
+
+use core::fmt;
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use crate::config::{Config, LogLevel};
+use crate::driver::{CoreInitParams, DeviceInfo, Driver};
+use crate::error::{Error, Result};
+use crate::fmt::Level;
+use crate::host::{Host, NoHost, Platform as _};
+use crate::state::{InitState, StateCell};
+use crate::topology::{Allocation, Topology};
+
+#[cfg(feature = "alloc")]
+mod async_exec;
+#[cfg(feature = "alloc")]
+mod bind;
+#[cfg(feature = "alloc")]
+mod exec;
+mod init;
+#[cfg(feature = "alloc")]
+mod load;
+#[cfg(feature = "alloc")]
+mod models;
+#[cfg(feature = "alloc")]
+mod tensors;
+
+#[cfg(feature = "alloc")]
+pub use async_exec::{
+    AsyncExecCallback, CompletionHook, EXPLICIT_QUEUE_DEPTH, SEQ_NUM_MAX, XU_TYPES, Xu, seq_id,
+    seq_number, seq_xu_id,
+};
+#[cfg(feature = "alloc")]
+pub use exec::ExecMode;
+pub use init::{DRIVER_PACKAGE, RUNTIME_PACKAGES, SETUP_URL, TROUBLESHOOT_URL};
+#[cfg(feature = "alloc")]
+pub use models::{ModelHandle, ModelRef};
+
+/// `nrt_framework_type_t`: who is calling the runtime (used only by the Neuron tools).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FrameworkType {
+    /// `NRT_FRAMEWORK_TYPE_INVALID`.
+    Invalid = 0,
+    /// `NRT_FRAMEWORK_TYPE_NO_FW`: an application calling the runtime directly.
+    NoFw = 1,
+    /// `NRT_FRAMEWORK_TYPE_TENSORFLOW`.
+    Tensorflow = 2,
+    /// `NRT_FRAMEWORK_TYPE_PYTORCH`.
+    Pytorch = 3,
+    /// `NRT_FRAMEWORK_TYPE_MXNET`.
+    Mxnet = 4,
+    /// `NRT_FRAMEWORK_TYPE_PRECHECK`.
+    Precheck = 5,
+}
+
+impl FrameworkType {
+    /// The framework type with this C value.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        [
+            Self::Invalid,
+            Self::NoFw,
+            Self::Tensorflow,
+            Self::Pytorch,
+            Self::Mxnet,
+            Self::Precheck,
+        ]
+        .into_iter()
+        .find(|f| *f as u32 == v)
+    }
+}
+
+/// Longest framework / FAL version string kept (longer ones are truncated).
+pub const MAX_FRAMEWORK_VERSION: usize = 64;
+
+/// What `init` recorded about the calling framework (`kmgr_register_framework`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameworkInfo {
+    /// The framework.
+    pub kind: FrameworkType,
+    /// Its version string.
+    pub version: heapless::String<MAX_FRAMEWORK_VERSION>,
+    /// The framework-abstraction-layer version string.
+    pub fal_version: heapless::String<MAX_FRAMEWORK_VERSION>,
+}
+
+/// Everything `init` brought up; present exactly while the state is INIT.
+#[derive(Clone, Debug)]
+struct Session {
+    config: Config,
+    device: DeviceInfo,
+    allocation: Allocation,
+    core_params: CoreInitParams,
+    framework: FrameworkInfo,
+}
+
+/// Session values the hot paths read without the lifecycle lock. `init` publishes each with
+/// one atomic store before the state becomes INIT, so one load gives a consistent value.
+#[derive(Debug, Default)]
+struct Published {
+    /// The session's [`Topology`] ([`Topology::to_bits`]).
+    topology: AtomicU64,
+    /// `NEURON_RT_EXEC_TIMEOUT` in seconds in the low 32 bits (0 = the backend's default); bit
+    /// 32: the implicit async mode is on.
+    exec: AtomicU64,
+}
+
+const IMPLICIT_ASYNC_BIT: u64 = 1 << 32;
+
+impl Published {
+    fn publish(&self, topology: Topology, config: &Config) {
+        self.topology.store(topology.to_bits(), Ordering::Release);
+        let exec = u64::from(config.exec_timeout_secs.unwrap_or(0))
+            | if config.implicit_async() {
+                IMPLICIT_ASYNC_BIT
+            } else {
+                0
+            };
+        self.exec.store(exec, Ordering::Release);
+    }
+
+    fn topology(&self) -> Topology {
+        Topology::from_bits(self.topology.load(Ordering::Acquire))
+    }
+
+    /// `NEURON_RT_EXEC_TIMEOUT`, `None` for the backend's default.
+    #[cfg(feature = "alloc")]
+    fn timeout_secs(&self) -> Option<u32> {
+        let t = self.exec.load(Ordering::Relaxed) as u32;
+        (t > 0).then_some(t)
+    }
+
+    #[cfg(feature = "alloc")]
+    fn implicit_async(&self) -> bool {
+        self.exec.load(Ordering::Relaxed) & IMPLICIT_ASYNC_BIT != 0
+    }
+}
+
+/// Construction-time settings of a [`Runtime`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Models that can be loaded at once (the registry's fixed capacity). Loading one more
+    /// fails with `NRT_RESOURCE`.
+    pub max_models: u32,
+    /// While `unload` waits for references to drain it logs "still waiting for model[%u] ref
+    /// count 0" every this many relax periods (100 000 × 1 ms ≈ 100 s on a std host).
+    pub unload_warn_every: u64,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            max_models: 256,
+            unload_warn_every: 100_000,
+        }
+    }
+}
+
+/// A Neuron runtime over driver `D`, with host services from `H`.
+///
+/// A runtime is a value: tests may create as many as they like. All methods take `&self`; the
+/// lifecycle (`init`, `close`) is serialised internally and the state word is read lock-free.
+pub struct Runtime<D: Driver, H: Host = NoHost> {
+    driver: D,
+    host: H,
+    state: StateCell,
+    /// Encoded [`LogLevel`]: 0 = quiet, otherwise the `Level` discriminant.
+    log_level: AtomicU8,
+    fork_handlers_registered: AtomicBool,
+    fork_generation_at_registration: AtomicU32,
+    session: spin::Mutex<Option<Session>>,
+    /// Session values the execute path reads without the lifecycle lock.
+    published: Published,
+    options: RuntimeOptions,
+    #[cfg(feature = "alloc")]
+    models: crate::registry::Registry<crate::model::Model>,
+    /// Staged subgraphs whose unstage failed; `close` retries them so nothing stays staged.
+    #[cfg(feature = "alloc")]
+    unstage_retry: spin::Mutex<alloc::vec::Vec<crate::driver::StagedModel>>,
+    /// Async queues, present while INIT.
+    #[cfg(feature = "alloc")]
+    async_state: spin::Mutex<Option<async_exec::AsyncState>>,
+}
+
+impl<D: Driver + fmt::Debug, H: Host + fmt::Debug> fmt::Debug for Runtime<D, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("driver", &self.driver)
+            .field("host", &self.host)
+            .field("state", &self.state.get())
+            .finish_non_exhaustive()
+    }
+}
+
+fn encode_level(l: LogLevel) -> u8 {
+    match l {
+        LogLevel::Quiet => 0,
+        LogLevel::Level(l) => l as u8,
+    }
+}
+
+fn decode_level(v: u8) -> LogLevel {
+    match v {
+        0 => LogLevel::Quiet,
+        1 => LogLevel::Level(Level::Error),
+        2 => LogLevel::Level(Level::Warning),
+        3 => LogLevel::Level(Level::Info),
+        4 => LogLevel::Level(Level::Debug),
+        _ => LogLevel::Level(Level::Trace),
+    }
+}
+
+impl<D: Driver> Runtime<D, NoHost> {
+    /// A runtime in START over `driver`, with no host services.
+    pub fn new(driver: D) -> Self {
+        Self::with_host(driver, NoHost)
+    }
+}
+
+impl<D: Driver, H: Host> Runtime<D, H> {
+    /// A runtime in START over `driver`, with `host` services.
+    pub fn with_host(driver: D, host: H) -> Self {
+        Self::with_options(driver, host, RuntimeOptions::default())
+    }
+
+    /// A runtime in START with explicit [`RuntimeOptions`]. Every table the runtime needs
+    /// (the model registry) is allocated here, once.
+    pub fn with_options(driver: D, host: H, options: RuntimeOptions) -> Self {
+        #[cfg(feature = "alloc")]
+        let models = crate::registry::Registry::with_heavy_barrier(
+            options.max_models,
+            host.platform().heavy_barrier(),
+        );
+        Self {
+            driver,
+            host,
+            state: StateCell::new(),
+            log_level: AtomicU8::new(encode_level(LogLevel::Level(Level::Error))),
+            fork_handlers_registered: AtomicBool::new(false),
+            fork_generation_at_registration: AtomicU32::new(0),
+            session: spin::Mutex::new(None),
+            published: Published::default(),
+            options,
+            #[cfg(feature = "alloc")]
+            models,
+            #[cfg(feature = "alloc")]
+            unstage_retry: spin::Mutex::new(alloc::vec::Vec::new()),
+            #[cfg(feature = "alloc")]
+            async_state: spin::Mutex::new(None),
+        }
+    }
+
+    /// The construction-time options.
+    pub fn options(&self) -> &RuntimeOptions {
+        &self.options
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// The lifecycle state.
+    pub fn state(&self) -> InitState {
+        self.observe_fork();
+        self.state.get()
+    }
+
+    /// Emits a log record through the host if the configured level lets it through.
+    pub fn log(&self, level: Level, args: fmt::Arguments<'_>) {
+        if decode_level(self.log_level.load(Ordering::Relaxed)).allows(level) {
+            self.host.log(level, args);
+        }
+    }
+
+    pub(crate) fn fail(&self, e: Error) -> Error {
+        self.log(Level::Error, format_args!("{}", e.message()));
+        e
+    }
+
+    /// Enters CHILD if the host reports a fork since the fork handlers were registered.
+    #[inline]
+    fn observe_fork(&self) {
+        if self.forked() {
+            self.state.set(InitState::Child);
+        }
+    }
+
+    /// Puts the runtime in the terminal CHILD state: what the fork-child handler does. Safe to
+    /// call from an `atfork` child handler (one atomic store, no lock).
+    pub fn mark_forked_child(&self) {
+        self.state.set(InitState::Child);
+    }
+
+    /// The guard every public entry runs first: `Ok` only when INIT, otherwise the exact status
+    /// and message of the current state (logged: CLOSED as a warning, the others as errors).
+    #[inline]
+    pub fn guard(&self) -> Result<()> {
+        if self.state.get() == InitState::Init && !self.forked() {
+            return Ok(());
+        }
+        self.guard_slow()
+    }
+
+    /// Whether the host reports a fork since the fork handlers were registered.
+    #[inline]
+    fn forked(&self) -> bool {
+        self.fork_handlers_registered.load(Ordering::Acquire)
+            && self.host.platform().fork_generation()
+                != self.fork_generation_at_registration.load(Ordering::Acquire)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn guard_slow(&self) -> Result<()> {
+        self.observe_fork();
+        let s = self.state.get();
+        s.guard().inspect_err(|e| {
+            let level = if s == InitState::Closed {
+                Level::Warning
+            } else {
+                Level::Error
+            };
+            self.log(level, format_args!("{}", e.message()));
+        })
+    }
+
+    fn with_session<R>(&self, f: impl FnOnce(&Session) -> R) -> Result<R> {
+        self.guard()?;
+        let s = self.session.lock();
+        match s.as_ref() {
+            Some(s) => Ok(f(s)),
+            // INIT is set only after the session is stored, and close takes it under the lock
+            // after leaving INIT: seeing INIT without a session means close is under way.
+            None => Err(self.fail(err!(Closed, "NRT already closed"))),
+        }
+    }
+
+    /// The logical cores this process owns and the physical cores reserved for them (guarded).
+    pub fn allocation(&self) -> Result<Allocation> {
+        self.with_session(|s| s.allocation)
+    }
+
+    /// Where the process's logical cores are (guarded).
+    pub fn topology(&self) -> Result<Topology> {
+        self.with_session(|s| s.allocation.topology)
+    }
+
+    /// `nrt_get_visible_vnc_count` once initialised: logical cores owned by the process.
+    pub fn visible_lnc_count(&self) -> Result<u32> {
+        self.with_session(|s| s.allocation.topology.lnc_count())
+    }
+
+    /// The absolute logical core of a process-relative index (guarded); `NRT_INVALID` if the
+    /// process does not own it.
+    pub fn absolute_lnc(&self, relative: i64) -> Result<u32> {
+        self.guard()?;
+        self.resolve_lnc(relative)
+    }
+
+    /// The absolute logical core of a process-relative index, from the published topology
+    /// (callers have passed the guard).
+    pub(crate) fn resolve_lnc(&self, relative: i64) -> Result<u32> {
+        let t = self.published.topology();
+        match u32::try_from(relative).ok().and_then(|r| t.absolute_lnc(r)) {
+            Some(abs) => Ok(abs),
+            None => Err(self.fail(err!(
+                Invalid,
+                "Logical Neuron Core {relative} is not visible to this process (visible: 0-{})",
+                t.lnc_count().saturating_sub(1)
+            ))),
+        }
+    }
+
+    /// What discovery found at `init` (guarded).
+    pub fn device_info(&self) -> Result<DeviceInfo> {
+        self.with_session(|s| s.device)
+    }
+
+    /// The configuration parsed at `init` (guarded).
+    pub fn config(&self) -> Result<Config> {
+        self.with_session(|s| s.config.clone())
+    }
+
+    /// The framework registered at `init` (guarded).
+    pub fn framework(&self) -> Result<FrameworkInfo> {
+        self.with_session(|s| s.framework.clone())
+    }
+}
+
+impl<D: Driver, H: Host> Drop for Runtime<D, H> {
+    /// A runtime dropped while INIT closes itself, so no reservation outlives it.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
