@@ -796,6 +796,11 @@ impl Driver for SimDriver {
     ) -> Result<(), SimError> {
         let mut dev = self.own_buffer(b)?;
         let addr = range(b, offset, len)?;
+        if value == 0 {
+            // Zero pages read as zero: drop them instead of writing (no allocation).
+            dev.0.hbm_mut().zero_range(addr, len);
+            return Ok(());
+        }
         let chunk = [value; 4096];
         let mut done = 0u64;
         while done < len {

@@ -13,6 +13,16 @@ use crate::Instance;
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Program runs started in this process, on every device.
+static PROGRAM_RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// How many program runs the engine has started in this process, on every [`Device`] (each
+/// `Device::execute`, `execute_bound` or `run` is one). A diagnostic: it tells how many times
+/// a front end entered the engine.
+pub fn program_runs() -> u64 {
+    PROGRAM_RUNS.load(Ordering::Relaxed)
+}
+
 struct CoreMem {
     sbuf: OnChip,
     psum: OnChip,
@@ -292,6 +302,7 @@ impl Device {
         });
         core.sbuf.clear();
         core.psum.clear();
+        PROGRAM_RUNS.fetch_add(1, Ordering::Relaxed);
         let mut env = ExecEnv {
             program: &lp.program,
             bases,

@@ -291,19 +291,19 @@ impl Hbm {
         Ok(())
     }
 
-    /// Zeroes `[addr, addr + len)`: whole pages are dropped (sparse again), partial pages are
-    /// cleared in place.
+    /// Zeroes `[addr, addr + len)` without allocating: whole pages are dropped (sparse
+    /// again), partial pages are cleared in place.
     pub(crate) fn zero_range(&mut self, addr: u64, len: u64) {
         let end = addr.saturating_add(len);
         let first_full = addr.div_ceil(HBM_PAGE_BYTES);
         let last_full = end / HBM_PAGE_BYTES;
         if first_full < last_full {
-            let doomed: Vec<u64> = self
+            while let Some(k) = self
                 .pages
                 .range(first_full..last_full)
+                .next()
                 .map(|(k, _)| *k)
-                .collect();
-            for k in doomed {
+            {
                 self.pages.remove(&k);
             }
         }

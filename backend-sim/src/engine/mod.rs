@@ -43,7 +43,7 @@ mod shadow;
 pub mod trace;
 
 pub use builder::{ProgramBuilder, SemAlloc};
-pub use device::{Device, LoadedProgram, Outputs};
+pub use device::{Device, LoadedProgram, Outputs, program_runs};
 pub use dtype::{
     DType, bf16_to_f32, decode_f32, encode_f32, f16_to_f32, f32_to_bf16, f32_to_f16, f32_to_i32,
     round_through,

@@ -273,8 +273,9 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
         let m = self.model_ref_for_exec(h)?;
         let id = h.id();
-        let ins = self.resolve_side(id, m.io(), inputs, TensorUsage::Input)?;
-        let outs = self.resolve_side(id, m.io(), outputs, TensorUsage::Output)?;
+        let (mut ins, mut outs) = (Resolved::new(), Resolved::new());
+        self.resolve_side(id, m.io(), inputs, TensorUsage::Input, &mut ins)?;
+        self.resolve_side(id, m.io(), outputs, TensorUsage::Output, &mut outs)?;
         let topology = self.published.topology();
         self.enqueue(
             &m,

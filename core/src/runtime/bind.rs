@@ -60,34 +60,43 @@ impl<T> SmallVec<T> {
 }
 
 /// One side of an execution's I/O: the caller's tensor for every I/O index of the side, in
-/// I/O order (complete: resolution refuses a set that misses one).
+/// I/O order (complete once [`Runtime::resolve_side`] accepted it). Filled in place by the
+/// caller's frame: it holds [`INLINE_IO`] references inline.
 pub(super) struct Resolved<'s, 'rt> {
-    tensors: SmallVec<&'s Tensor<'rt>>,
+    tensors: SmallVec<Option<&'s Tensor<'rt>>>,
 }
 
 impl<'s, 'rt> Resolved<'s, 'rt> {
+    pub(super) fn new() -> Self {
+        Self {
+            tensors: SmallVec::new(),
+        }
+    }
+
     /// `(I/O index, tensor)` in I/O order.
     pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &'s Tensor<'rt>)> + '_ {
         self.tensors
             .as_slice()
             .iter()
             .enumerate()
-            .map(|(i, t)| (i as u32, *t))
+            .filter_map(|(i, t)| t.map(|t| (i as u32, t)))
     }
 }
 
 impl<D: Driver, H: Host> Runtime<D, H> {
-    /// Resolves the `usage` side of model `id` (I/O table `io`) against `set`: every model
-    /// tensor present with its exact size, no unknown names (`NRT_INVALID` naming the tensor).
+    /// Resolves the `usage` side of model `id` (I/O table `io`) against `set` into `out`:
+    /// every model tensor present with its exact size, no unknown names (`NRT_INVALID` naming
+    /// the tensor).
     pub(super) fn resolve_side<'s, 'rt>(
         &self,
         id: u32,
         io: &IoTable,
         set: &'s TensorSet<'rt>,
         usage: TensorUsage,
-    ) -> Result<Resolved<'s, 'rt>> {
+        out: &mut Resolved<'s, 'rt>,
+    ) -> Result<()> {
         let what = usage.as_str();
-        let mut slots: SmallVec<Option<&'s Tensor<'rt>>> = SmallVec::new();
+        let slots = &mut out.tensors;
         for _ in 0..io.len(usage) {
             slots.push(None);
         }
@@ -105,7 +114,6 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 }
             }
         }
-        let mut tensors = SmallVec::new();
         for (t, slot) in io.tensors(usage).iter().zip(slots.as_slice()) {
             match slot {
                 None => {
@@ -124,7 +132,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                         t.size
                     )));
                 }
-                Some(x) => tensors.push(*x),
+                Some(_) => {}
             }
         }
         if let Some(name) = unknown {
@@ -133,6 +141,6 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 "Unknown {what} tensor \"{name}\" for model {id}"
             )));
         }
-        Ok(Resolved { tensors })
+        Ok(())
     }
 }

@@ -88,8 +88,9 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
         let m = self.model_ref_for_exec(h)?;
         let id = h.id();
         let io = m.io();
-        let ins = self.resolve_side(id, io, inputs, TensorUsage::Input)?;
-        let outs = self.resolve_side(id, io, outputs, TensorUsage::Output)?;
+        let (mut ins, mut outs) = (Resolved::new(), Resolved::new());
+        self.resolve_side(id, io, inputs, TensorUsage::Input, &mut ins)?;
+        self.resolve_side(id, io, outputs, TensorUsage::Output, &mut outs)?;
         let implicit_async = self.published.implicit_async();
         if implicit_async {
             let host_resident = ins
@@ -115,8 +116,25 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
             clones: SmallVec::new(),
         };
         let device = self.published.topology().device_of_lnc(m.lnc());
-        let in_bindings = self.bind(&mut res, id, io, device, &ins, TensorUsage::Input)?;
-        let out_bindings = self.bind(&mut res, id, io, device, &outs, TensorUsage::Output)?;
+        let (mut in_bindings, mut out_bindings) = (SmallVec::new(), SmallVec::new());
+        self.bind(
+            &mut res,
+            id,
+            io,
+            device,
+            &ins,
+            TensorUsage::Input,
+            &mut in_bindings,
+        )?;
+        self.bind(
+            &mut res,
+            id,
+            io,
+            device,
+            &outs,
+            TensorUsage::Output,
+            &mut out_bindings,
+        )?;
         let request = ExecRequest {
             subgraphs: m.staged(),
             inputs: in_bindings.as_slice(),
@@ -145,8 +163,9 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
         Ok(())
     }
 
-    /// The bindings of one side: the caller's device tensors where they are, host tensors
-    /// through device clones (inputs copied in) owned by `res`.
+    /// The bindings of one side, into `bindings`: the caller's device tensors where they are,
+    /// host tensors through device clones (inputs copied in) owned by `res`.
+    #[allow(clippy::too_many_arguments)]
     fn bind(
         &self,
         res: &mut ExecResources<'_, D, H>,
@@ -155,8 +174,8 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
         device: u32,
         side: &Resolved<'_, '_>,
         usage: TensorUsage,
-    ) -> Result<SmallVec<Binding>> {
-        let mut bindings = SmallVec::new();
+        bindings: &mut SmallVec<Binding>,
+    ) -> Result<()> {
         for (index, tensor) in side.iter() {
             let size = io.get(usage, index).map_or(0, |t| t.size);
             let (buffer, offset) = match tensor.device_location() {
@@ -185,7 +204,7 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 size,
             });
         }
-        Ok(bindings)
+        Ok(())
     }
 
     fn copy_host_to_device(&self, src: &Tensor<'_>, dst: DeviceBuffer) -> Result<()> {
