@@ -119,7 +119,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         self.published.publish(s.core_params.topology, &s.config);
         #[cfg(feature = "alloc")]
         {
-            *self.async_state.lock() = Some(super::async_exec::AsyncState::new(
+            *self.async_state.lock() = Some(super::queues::AsyncState::new(
                 s.core_params.topology,
                 s.config.async_exec_max_inflight,
             ));

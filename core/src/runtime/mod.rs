@@ -2,9 +2,10 @@
 //!
 //! A [`Runtime`] is a value over a [`Driver`] and a [`Host`]; its `impl` is split by concern:
 //! `init.rs` (`init` / `close` in libnrt's order), `models.rs` (the registry facade and unload),
-//! `load.rs` (load and the stage seam), `bind.rs` (resolving tensor sets to I/O indices once per
-//! call), `exec.rs` (tensors and the synchronous execute fork) and `async_exec.rs` (the
-//! implicit-async queues and the explicit `nrta` API).
+//! `load.rs` (load and the stage seam), `tensors.rs` (tensor allocation, device memory),
+//! `bind.rs` (resolving tensor sets to I/O indices once per call), `exec.rs` (the synchronous
+//! execute fork), `queues.rs` (the async queues' data) and `async_exec.rs` (the implicit-async
+//! mode and the explicit `nrta` API).
 
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -29,18 +30,20 @@ mod load;
 #[cfg(feature = "alloc")]
 mod models;
 #[cfg(feature = "alloc")]
+mod queues;
+#[cfg(feature = "alloc")]
 mod tensors;
 
-#[cfg(feature = "alloc")]
-pub use async_exec::{
-    AsyncExecCallback, CompletionHook, EXPLICIT_QUEUE_DEPTH, SEQ_NUM_MAX, XU_TYPES, Xu, seq_id,
-    seq_number, seq_xu_id,
-};
 #[cfg(feature = "alloc")]
 pub use exec::ExecMode;
 pub use init::{DRIVER_PACKAGE, RUNTIME_PACKAGES, SETUP_URL, TROUBLESHOOT_URL};
 #[cfg(feature = "alloc")]
 pub use models::{ModelHandle, ModelRef};
+#[cfg(feature = "alloc")]
+pub use queues::{
+    AsyncExecCallback, CompletionHook, EXPLICIT_QUEUE_DEPTH, SEQ_NUM_MAX, XU_TYPES, Xu, seq_id,
+    seq_number, seq_xu_id,
+};
 
 /// `nrt_framework_type_t`: who is calling the runtime (used only by the Neuron tools).
 #[repr(u32)]
@@ -186,7 +189,7 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     unstage_retry: spin::Mutex<alloc::vec::Vec<crate::driver::StagedModel>>,
     /// Async queues, present while INIT.
     #[cfg(feature = "alloc")]
-    async_state: spin::Mutex<Option<async_exec::AsyncState>>,
+    async_state: spin::Mutex<Option<queues::AsyncState>>,
 }
 
 impl<D: Driver + fmt::Debug, H: Host + fmt::Debug> fmt::Debug for Runtime<D, H> {
