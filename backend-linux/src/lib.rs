@@ -3,7 +3,7 @@
 //!
 //! # What is covered
 //!
-//! The first version of the `Driver` trait, i.e. what `nrt_init` / `nrt_close` need:
+//! The lifecycle capabilities of the `Driver` trait, i.e. what `nrt_init` / `nrt_close` need:
 //!
 //! | `Driver` method | how |
 //! |---|---|
@@ -30,7 +30,9 @@
 //!
 //! * Core-init state (`CINIT_SET_STATE`; the struct and request are defined), device memory,
 //!   DMA rings and queues, model staging, the exec-ready program, submission and completion
-//!   (notification queues): they come with the corresponding `Driver` capabilities.
+//!   (notification queues). Those `Driver` methods keep the trait's default bodies, which fail
+//!   with this backend's "not implemented by the Linux backend yet" error
+//!   ([`ErrorKind::Unsupported`](nrt_core::driver::ErrorKind::Unsupported)).
 //! * Containers that expose non-consecutive device nodes (only the first consecutive run is
 //!   used, reported through the soft-incompatibility callback), `HOST_DEVICE_ID` mapping.
 //! * Choosing the reservation variant from `DRIVER_INFO_GET` feature flags (it is learnt from

@@ -34,7 +34,7 @@
 //!
 //! # Hash
 //!
-//! NEFFs written by [`write`] carry the MD5 (`pkg_version` 2) or SHA-256 (`pkg_version` 1) of
+//! NEFFs written by [`write()`] carry the MD5 (`pkg_version` 2) or SHA-256 (`pkg_version` 1) of
 //! the payload — the `data_size` bytes after the header — and say so in the header's build
 //! version ([`HASH_SCOPE_MARKER`]). With [`ParseOptions::validate_hash`]
 //! (`NEURON_RT_VALIDATE_HASH`), such a NEFF whose hash does not match is refused. What the

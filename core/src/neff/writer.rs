@@ -24,7 +24,7 @@ pub struct SubgraphSpec {
     pub members: Vec<(String, Vec<u8>)>,
 }
 
-/// Everything a NEFF written by [`write`] describes; [`Neff::to_spec`] gives it back.
+/// Everything a NEFF written by [`write()`] describes; [`Neff::to_spec`] gives it back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NeffSpec {
     /// NEFF name (at most 255 bytes).
@@ -48,7 +48,7 @@ pub struct NeffSpec {
 }
 
 impl Neff {
-    /// The spec that [`write`] would turn back into this NEFF (kept members only).
+    /// The spec that [`write()`] would turn back into this NEFF (kept members only).
     pub fn to_spec(&self) -> NeffSpec {
         NeffSpec {
             name: self.header.name.clone(),
