@@ -23,7 +23,7 @@
 //! * `dma.rs` — DMA engines: queue arbitration, descriptor phases, shared HBM rates, copies;
 //! * `hazards.rs` — hazard checks and access records (the glue to the `shadow` index);
 //! * `cost.rs` — the timing model: published constants and instruction costs;
-//! * `report.rs` — the public options and report types (a leaf).
+//! * `report.rs` — the public options and report types (independent of the executor).
 
 pub(super) mod cost;
 mod dma;

@@ -2,8 +2,9 @@
 //! holds: per-unit [`Counters`], [`Notification`]s, [`Hazard`]s between two [`Access`]es by
 //! [`Actor`]s, and the event log ([`Event`] on a [`Track`], of an [`EventKind`]).
 //!
-//! A leaf: it imports nothing from the executor, so the hazard index (`shadow`) and the trace
-//! writer can name these types without depending on the executor itself.
+//! Nothing here depends on the executor (only the tick rate comes from `cost`, itself a leaf),
+//! so the hazard index (`shadow`) and the trace writer can name these types without importing
+//! the executor.
 
 use nrt_core::{Error, NrtStatus};
 

@@ -3,7 +3,7 @@
 //!
 //! * `pattern.rs` — memory spaces, access patterns and the regions they cover;
 //! * `instr.rs` — the five engines, the instructions and their operand rules;
-//! * `dma.rs` — DMA endpoints and descriptors.
+//! * `dma.rs` — DMA endpoints and descriptors, and the region an endpoint covers.
 
 mod dma;
 mod instr;
