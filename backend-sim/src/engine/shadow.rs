@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::exec::Actor;
+use super::exec::report::Actor;
 use super::isa::{MemKind, Region};
 use super::memory::{PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES, SBUF_PARTITIONS};
 

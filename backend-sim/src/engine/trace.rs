@@ -11,7 +11,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::exec::{EventKind, ExecReport, TICKS_PER_SECOND, Track};
+use super::exec::cost::TICKS_PER_SECOND;
+use super::exec::report::{EventKind, ExecReport, Track};
 use super::isa::EngineId;
 
 /// The `tid` of a track.

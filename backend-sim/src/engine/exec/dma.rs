@@ -1,0 +1,389 @@
+//! DMA: 16 engines, each serving its 16 queues round-robin, one descriptor at a time (a fixed
+//! overhead phase, then a data phase at the engine's peak or its share of HBM bandwidth, in
+//! exact integers); a transfer's last descriptor updates its semaphore. Copies move the bytes.
+
+use super::cost::{BYTE, ENGINE_RATE, HBM_RATE, timing};
+use super::report::{Actor, Event, EventKind, Track};
+use super::{Acct, Executor, Phase, join};
+use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
+use crate::engine::memory::{DMA_ENGINES, DMA_QUEUES, OnChip};
+
+impl Executor<'_, '_> {
+    pub(super) fn complete_dma_phases(&mut self) {
+        let t = self.t;
+        if !self.dma_next.iter().any(|&n| n <= t) {
+            return;
+        }
+        for e in 0..DMA_ENGINES {
+            if self.dma_next[e] > t {
+                continue;
+            }
+            match self.dma[e].phase {
+                Phase::Overhead {
+                    until,
+                    queue,
+                    start,
+                } if until <= t => {
+                    let Some(tr) = self.queues[queue].front() else {
+                        self.set_idle(e);
+                        continue;
+                    };
+                    let idx = (tr.first + tr.next) as usize;
+                    let Some(d) = self.env.program.descriptors.get(idx) else {
+                        self.set_idle(e);
+                        continue;
+                    };
+                    let hbm = d.touches_hbm();
+                    let remaining = u64::from(d.len) * BYTE;
+                    let de = &mut self.dma[e];
+                    de.phase = Phase::Data {
+                        remaining,
+                        queue,
+                        hbm,
+                        start,
+                    };
+                    de.since = t;
+                    if hbm {
+                        // The rate depends on how many engines share HBM: `update_rates`.
+                        de.rate = 0;
+                        self.dma_next[e] = u64::MAX;
+                        self.n_hbm += 1;
+                        self.rates_dirty = true;
+                    } else {
+                        de.rate = ENGINE_RATE;
+                        self.dma_next[e] = t + remaining.div_ceil(ENGINE_RATE).max(1);
+                    }
+                    self.reclass(e);
+                }
+                Phase::Data { queue, start, .. } => self.finish_descriptor(e, queue, start),
+                _ => {}
+            }
+        }
+    }
+
+    /// Puts engine `e` in the idle phase.
+    fn set_idle(&mut self, e: usize) {
+        let d = &mut self.dma[e];
+        if let Phase::Data { hbm: true, .. } = d.phase {
+            self.n_hbm -= 1;
+        }
+        d.phase = Phase::Idle;
+        d.rate = 0;
+        self.dma_next[e] = u64::MAX;
+        self.start_pending = true;
+        self.reclass(e);
+    }
+
+    /// Closes engine `e`'s accounting interval at the current tick.
+    pub(super) fn charge_dma(&mut self, e: usize) {
+        let t = self.t;
+        let d = &mut self.dma[e];
+        let dt = t.saturating_sub(d.acct_since);
+        d.acct_since = t;
+        let c = &mut self.report.dma_engines[e];
+        match d.acct {
+            Acct::Idle => c.idle += dt,
+            Acct::Active => c.active += dt,
+            Acct::Bandwidth => c.stall_bandwidth += dt,
+        }
+    }
+
+    /// Re-files engine `e`'s time after a change of phase or rate.
+    fn reclass(&mut self, e: usize) {
+        let class = self.dma[e].class();
+        if class != self.dma[e].acct {
+            self.charge_dma(e);
+            self.dma[e].acct = class;
+        }
+    }
+
+    fn finish_descriptor(&mut self, e: usize, queue: usize, start: u64) {
+        let t = self.t;
+        self.set_idle(e);
+        let Some(tr) = self.queues[queue].front_mut() else {
+            return;
+        };
+        let idx = tr.first + tr.next;
+        tr.next += 1;
+        let done = tr.next >= tr.count;
+        let Some(d) = self.env.program.descriptors.get(idx as usize).copied() else {
+            return;
+        };
+        self.copy(&d);
+        let c = &mut self.report.dma_engines[e];
+        c.instructions += 1;
+        c.bytes += u64::from(d.len);
+        self.push_event(Event {
+            start,
+            dur: t - start,
+            track: Track::DmaEngine(e as u8),
+            kind: EventKind::Descriptor {
+                queue: (queue % DMA_QUEUES) as u8,
+                desc: idx,
+                bytes: d.len,
+            },
+        });
+        if done {
+            let Some(tr) = self.queues[queue].pop_front() else {
+                return;
+            };
+            if self.queues[queue].is_empty() {
+                self.queue_mask[queue / DMA_QUEUES] &= !(1 << (queue % DMA_QUEUES));
+            }
+            self.wake = true;
+            let s = usize::from(tr.sem);
+            self.sems[s] = self.sems[s].wrapping_add(tr.inc);
+            join(&mut self.sem_clocks[s], &tr.clock);
+            self.sem_pending_dma[s] = self.sem_pending_dma[s].saturating_sub(1);
+            let st = tr.start.unwrap_or(start);
+            self.push_event(Event {
+                start: st,
+                dur: t - st,
+                track: Track::DmaQueue((queue / DMA_QUEUES) as u8, (queue % DMA_QUEUES) as u8),
+                kind: EventKind::Transfer {
+                    first: tr.first,
+                    count: tr.count,
+                    bytes: tr.bytes,
+                    sem: tr.sem,
+                    inc: tr.inc,
+                },
+            });
+        }
+    }
+
+    /// Performs a descriptor's copy: the bytes move as if through a buffer (a source out of
+    /// range reads as zeros, a destination out of range is not written); the common
+    /// directions copy straight from source to destination.
+    fn copy(&mut self, d: &DmaDescriptor) {
+        let len = d.len as usize;
+        let env = &mut *self.env;
+        let hbm_addr =
+            |tensor: u32, offset: u64| env.bases.get(tensor as usize).map(|&b| b + offset);
+        match (d.src, d.dst) {
+            (
+                DmaEndpoint::Hbm { tensor, offset },
+                dst @ (DmaEndpoint::Sbuf { .. } | DmaEndpoint::Psum { .. }),
+            ) => {
+                let addr = hbm_addr(tensor, offset);
+                let (m, p, off) = onchip_endpoint(env.sbuf, env.psum, dst);
+                let out = m.write(p, off, len);
+                if out.len() == len {
+                    match addr {
+                        Some(a) => env.hbm.read_unchecked(a, out),
+                        None => out.fill(0),
+                    }
+                }
+            }
+            (
+                src @ (DmaEndpoint::Sbuf { .. } | DmaEndpoint::Psum { .. }),
+                DmaEndpoint::Hbm { tensor, offset },
+            ) => {
+                let Some(addr) = hbm_addr(tensor, offset) else {
+                    return;
+                };
+                let (m, p, off) = onchip_endpoint(env.sbuf, env.psum, src);
+                let data = m.read(p, off, len);
+                if data.len() == len {
+                    env.hbm.write_unchecked(addr, data);
+                } else {
+                    let mut buf = std::mem::take(&mut self.scratch);
+                    buf.clear();
+                    buf.resize(len, 0);
+                    self.env.hbm.write_unchecked(addr, &buf);
+                    self.scratch = buf;
+                }
+            }
+            (
+                DmaEndpoint::Sbuf {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Sbuf {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => env.sbuf.copy_within(
+                usize::from(sp),
+                so as usize,
+                usize::from(dp),
+                doff as usize,
+                len,
+            ),
+            (
+                DmaEndpoint::Psum {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Psum {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => env.psum.copy_within(
+                usize::from(sp),
+                so as usize,
+                usize::from(dp),
+                doff as usize,
+                len,
+            ),
+            (
+                DmaEndpoint::Psum {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Sbuf {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => copy_between(env.psum, env.sbuf, sp, so, dp, doff, len),
+            (
+                DmaEndpoint::Sbuf {
+                    partition: sp,
+                    offset: so,
+                },
+                DmaEndpoint::Psum {
+                    partition: dp,
+                    offset: doff,
+                },
+            ) => copy_between(env.sbuf, env.psum, sp, so, dp, doff, len),
+            (
+                DmaEndpoint::Hbm {
+                    tensor: st,
+                    offset: so,
+                },
+                DmaEndpoint::Hbm {
+                    tensor: dt,
+                    offset: doff,
+                },
+            ) => {
+                let mut buf = std::mem::take(&mut self.scratch);
+                buf.clear();
+                buf.resize(len, 0);
+                if let Some(a) = hbm_addr(st, so) {
+                    self.env.hbm.read_unchecked(a, &mut buf);
+                }
+                if let Some(a) = self.env.bases.get(dt as usize).map(|&b| b + doff) {
+                    self.env.hbm.write_unchecked(a, &buf);
+                }
+                self.scratch = buf;
+            }
+        }
+    }
+
+    pub(super) fn start_dma_engines(&mut self) {
+        let t = self.t;
+        for e in 0..DMA_ENGINES {
+            if self.dma[e].phase != Phase::Idle {
+                continue;
+            }
+            // Round-robin over this engine's non-empty queues.
+            let mask = self.queue_mask[e];
+            if mask == 0 {
+                continue;
+            }
+            let rr = self.dma[e].rr;
+            let qi = (rr + mask.rotate_right(rr as u32).trailing_zeros() as usize) % DMA_QUEUES;
+            self.dma[e].rr = (qi + 1) % DMA_QUEUES;
+            let q = e * DMA_QUEUES + qi;
+            let Some(tr) = self.queues[q].front_mut() else {
+                continue;
+            };
+            let first_desc = tr.next == 0;
+            if first_desc {
+                tr.start = Some(t);
+            }
+            let idx = tr.first + tr.next;
+            let agent = tr.agent;
+            let clock = std::mem::take(&mut tr.clock);
+            let Some(d) = self.env.program.descriptors.get(idx as usize).copied() else {
+                if let Some(tr) = self.queues[q].front_mut() {
+                    tr.clock = clock;
+                }
+                continue;
+            };
+            let actor = Actor::Dma {
+                engine: e as u8,
+                queue: qi as u8,
+                desc: idx,
+            };
+            let rs = d.src.region(self.env.bases, d.len);
+            let rd = d.dst.region(self.env.bases, d.len);
+            self.check_and_record(rs, false, agent, &clock, actor);
+            self.check_and_record(rd, true, agent, &clock, actor);
+            if let Some(tr) = self.queues[q].front_mut() {
+                tr.clock = clock;
+            }
+            let overhead = timing::DMA_DESCRIPTOR_OVERHEAD_TICKS
+                + if first_desc {
+                    timing::DMA_TRANSFER_LATENCY_TICKS
+                } else {
+                    0
+                };
+            let de = &mut self.dma[e];
+            de.phase = Phase::Overhead {
+                until: t + overhead,
+                queue: q,
+                start: t,
+            };
+            self.dma_next[e] = t + overhead;
+            self.reclass(e);
+        }
+    }
+
+    /// Gives every engine moving HBM data its share of the bandwidth. Progress made at the
+    /// old rate is applied first, so the result equals stepping every tick.
+    pub(super) fn update_rates(&mut self) {
+        let share = HBM_RATE.checked_div(self.n_hbm).unwrap_or(HBM_RATE);
+        let rate = ENGINE_RATE.min(share);
+        if rate == self.hbm_rate && !self.rates_dirty {
+            return;
+        }
+        self.hbm_rate = rate;
+        self.rates_dirty = false;
+        let t = self.t;
+        for e in 0..DMA_ENGINES {
+            let d = &mut self.dma[e];
+            if d.rate == rate {
+                continue;
+            }
+            if let Phase::Data {
+                remaining,
+                hbm: true,
+                ..
+            } = &mut d.phase
+            {
+                *remaining = remaining.saturating_sub(d.rate.saturating_mul(t - d.since));
+                d.since = t;
+                d.rate = rate;
+                self.dma_next[e] = t + remaining.div_ceil(rate).max(1);
+                self.reclass(e);
+            }
+        }
+    }
+}
+
+/// The on-chip memory, partition and offset of an SBUF or PSUM endpoint (for HBM, which callers
+/// exclude, an offset out of every partition).
+fn onchip_endpoint<'m>(
+    sbuf: &'m mut OnChip,
+    psum: &'m mut OnChip,
+    e: DmaEndpoint,
+) -> (&'m mut OnChip, usize, usize) {
+    match e {
+        DmaEndpoint::Psum { partition, offset } => (psum, usize::from(partition), offset as usize),
+        DmaEndpoint::Sbuf { partition, offset } => (sbuf, usize::from(partition), offset as usize),
+        DmaEndpoint::Hbm { .. } => (sbuf, 0, usize::MAX),
+    }
+}
+
+/// A descriptor's copy between two on-chip memories (a source out of range copies zeros).
+fn copy_between(src: &OnChip, dst: &mut OnChip, sp: u8, so: u32, dp: u8, doff: u32, len: usize) {
+    let data = src.read(usize::from(sp), so as usize, len);
+    let out = dst.write(usize::from(dp), doff as usize, len);
+    if out.len() == len {
+        if data.len() == len {
+            out.copy_from_slice(data);
+        } else {
+            out.fill(0);
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Functional effects: when a data-path instruction's unit finishes, its result is computed and
+//! written to SBUF/PSUM (stationary loads, matmuls, elementwise, activation, copies, memset,
+//! iota), through the gather/scatter helpers that read and write access patterns.
+
+use std::rc::Rc;
+
+use super::{Executor, Pending, Stationary};
+use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
+use crate::engine::isa::{AccessPattern, Bias, EngineId, Instr, Space};
+use crate::engine::math::{activation, matmul_kmajor};
+use crate::engine::memory::OnChip;
+
+impl Executor<'_, '_> {
+    pub(super) fn complete_seq_ops(&mut self) {
+        for i in 0..5 {
+            let t = self.t;
+            let s = &mut self.seqs[i];
+            let ls = if s.ls_op.is_some() && s.ls_until <= t {
+                s.ls_op.take()
+            } else {
+                None
+            };
+            let main = if s.main_op.is_some() && s.main_until <= t {
+                s.main_op.take()
+            } else {
+                None
+            };
+            let engine = s.engine;
+            if let Some(p) = ls {
+                self.apply(engine, p);
+            }
+            if let Some(p) = main {
+                self.apply(engine, p);
+            }
+        }
+    }
+
+    fn apply(&mut self, engine: EngineId, p: Pending) {
+        let Some(ins) = self.env.program.stream(engine).get(p.pc).copied() else {
+            return;
+        };
+        let sbuf = &mut *self.env.sbuf;
+        let psum = &mut *self.env.psum;
+        match ins {
+            Instr::LoadStationary { src } => {
+                let mut data = Vec::new();
+                gather_f32(mem(sbuf, psum, src.space), &src, &mut data);
+                self.stationary = Some(Rc::new(Stationary {
+                    k: usize::from(src.partitions),
+                    m: src.free_elems() as usize,
+                    dtype: src.dtype,
+                    data,
+                }));
+            }
+            Instr::MultiplyMoving {
+                moving,
+                dst,
+                accumulate,
+            } => {
+                let Some(st) = p.stationary else { return };
+                let mut mv = std::mem::take(&mut self.mm_moving);
+                gather_f32(mem(sbuf, psum, moving.space), &moving, &mut mv);
+                let n = moving.free_elems() as usize;
+                let k = st.k.min(usize::from(moving.partitions));
+                // Every element of the product is written (β = 0), so the buffer is reused
+                // without clearing.
+                let mut c = std::mem::take(&mut self.mm_out);
+                if c.len() < st.m * n {
+                    c.resize(st.m * n, 0.0);
+                }
+                let c_used = &mut c[..st.m * n];
+                matmul_kmajor(&st.data, &mv, c_used, k, st.m, n, st.dtype);
+                let off = dst.offset as usize;
+                for (row, p) in c_used
+                    .chunks_exact(n)
+                    .zip(usize::from(dst.start_partition)..)
+                {
+                    let cell = psum.write(p, off, n * 4);
+                    if accumulate {
+                        for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
+                            let nv = f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v;
+                            b.copy_from_slice(&nv.to_le_bytes());
+                        }
+                    } else {
+                        for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
+                            b.copy_from_slice(&v.to_le_bytes());
+                        }
+                    }
+                }
+                self.mm_moving = mv;
+                self.mm_out = c;
+            }
+            Instr::TensorTensor { op, a, b, out } => {
+                if all_int(&[a.dtype, b.dtype, out.dtype]) {
+                    let (mut x, mut y) = (Vec::new(), Vec::new());
+                    gather_i32(mem(sbuf, psum, a.space), &a, &mut x);
+                    gather_i32(mem(sbuf, psum, b.space), &b, &mut y);
+                    for (u, v) in x.iter_mut().zip(&y) {
+                        *u = op.apply_i32(*u, *v);
+                    }
+                    scatter_i32(mem_mut(sbuf, psum, out.space), &out, &x);
+                } else {
+                    let mut x = std::mem::take(&mut self.fbuf[0]);
+                    let mut y = std::mem::take(&mut self.fbuf[1]);
+                    gather_f32(mem(sbuf, psum, a.space), &a, &mut x);
+                    gather_f32(mem(sbuf, psum, b.space), &b, &mut y);
+                    for (u, v) in x.iter_mut().zip(&y) {
+                        *u = op.apply_f32(*u, *v);
+                    }
+                    scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                    self.fbuf = [x, y];
+                }
+            }
+            Instr::TensorScalar {
+                op,
+                src,
+                scalar,
+                out,
+            } => {
+                if all_int(&[src.dtype, out.dtype]) {
+                    let mut x = Vec::new();
+                    gather_i32(mem(sbuf, psum, src.space), &src, &mut x);
+                    let s = f32_to_i32(scalar);
+                    for u in x.iter_mut() {
+                        *u = op.apply_i32(*u, s);
+                    }
+                    scatter_i32(mem_mut(sbuf, psum, out.space), &out, &x);
+                } else {
+                    let mut x = std::mem::take(&mut self.fbuf[0]);
+                    gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
+                    for u in x.iter_mut() {
+                        *u = op.apply_f32(*u, scalar);
+                    }
+                    scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                    self.fbuf[0] = x;
+                }
+            }
+            Instr::Activation {
+                func,
+                src,
+                out,
+                scale,
+                bias,
+            } => {
+                let mut x = std::mem::take(&mut self.fbuf[0]);
+                gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
+                let per_part = match bias {
+                    Bias::Imm(_) => None,
+                    Bias::PerPartition(b) => {
+                        let mut v = Vec::new();
+                        gather_f32(mem(sbuf, psum, b.space), &b, &mut v);
+                        Some(v)
+                    }
+                };
+                let f = src.free_elems() as usize;
+                for (p, row) in x.chunks_mut(f.max(1)).enumerate() {
+                    let bv = match (&per_part, bias) {
+                        (Some(v), _) => v.get(p).copied().unwrap_or(0.0),
+                        (None, Bias::Imm(b)) => b,
+                        (None, Bias::PerPartition(_)) => 0.0,
+                    };
+                    for u in row.iter_mut() {
+                        *u = activation(func, *u * scale + bv);
+                    }
+                }
+                scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                self.fbuf[0] = x;
+            }
+            Instr::TensorCopy { src, out } => {
+                if all_int(&[src.dtype, out.dtype]) {
+                    let mut x = Vec::new();
+                    gather_i32(mem(sbuf, psum, src.space), &src, &mut x);
+                    scatter_i32(mem_mut(sbuf, psum, out.space), &out, &x);
+                } else {
+                    let mut x = std::mem::take(&mut self.fbuf[0]);
+                    gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
+                    scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
+                    self.fbuf[0] = x;
+                }
+            }
+            Instr::Memset { out, bits } => {
+                let n = usize::from(out.partitions) * out.free_elems() as usize;
+                if out.dtype == DType::I32 {
+                    scatter_i32(mem_mut(sbuf, psum, out.space), &out, &vec![bits as i32; n]);
+                } else {
+                    scatter_f32(
+                        mem_mut(sbuf, psum, out.space),
+                        &out,
+                        &vec![f32::from_bits(bits); n],
+                    );
+                }
+            }
+            Instr::Iota {
+                out,
+                base,
+                partition_step,
+                free_step,
+            } => {
+                let f = out.free_elems() as usize;
+                let mut v = Vec::with_capacity(usize::from(out.partitions) * f);
+                for p in 0..i32::from(out.partitions) {
+                    let row = base.wrapping_add(p.wrapping_mul(partition_step));
+                    for j in 0..f {
+                        v.push(row.wrapping_add((j as i32).wrapping_mul(free_step)));
+                    }
+                }
+                scatter_i32(mem_mut(sbuf, psum, out.space), &out, &v);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn all_int(d: &[DType]) -> bool {
+    d.iter().all(|&x| x == DType::I32)
+}
+
+fn mem<'m>(sbuf: &'m OnChip, psum: &'m OnChip, s: Space) -> &'m OnChip {
+    match s {
+        Space::Sbuf => sbuf,
+        Space::Psum => psum,
+    }
+}
+
+fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) -> &'m mut OnChip {
+    match s {
+        Space::Sbuf => sbuf,
+        Space::Psum => psum,
+    }
+}
+
+/// Reads `ap` as binary32, `[partitions, free]` row-major, into `out` (an element whose bytes
+/// lie outside the partition reads as 0). `out`'s previous contents are overwritten, not
+/// cleared first.
+fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
+    let f = ap.free_elems() as usize;
+    let parts = usize::from(ap.partitions);
+    out.truncate(parts * f);
+    out.resize(parts * f, 0.0);
+    let es = ap.dtype.size();
+    let dt = ap.dtype;
+    let contiguous = ap.is_contiguous();
+    for (pi, row) in out.chunks_exact_mut(f.max(1)).enumerate() {
+        let part = m.partition(usize::from(ap.start_partition) + pi);
+        if contiguous {
+            let off = ap.offset as usize;
+            if let Some(src) = part.get(off..off + f * es) {
+                if dt == DType::F32 {
+                    for (o, c) in row.iter_mut().zip(src.chunks_exact(4)) {
+                        *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    }
+                } else if dt == DType::Bf16 {
+                    for (o, c) in row.iter_mut().zip(src.chunks_exact(2)) {
+                        *o = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
+                    }
+                } else {
+                    for (o, c) in row.iter_mut().zip(src.chunks_exact(es)) {
+                        *o = load_f32(dt, c);
+                    }
+                }
+            } else {
+                row.fill(0.0);
+            }
+        } else {
+            row.fill(0.0);
+            ap.for_each_offset(|i, o| {
+                if let (Some(dst), Some(src)) = (row.get_mut(i), part.get(o..o + es)) {
+                    *dst = load_f32(dt, src);
+                }
+            });
+        }
+    }
+}
+
+fn gather_i32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<i32>) {
+    let f = ap.free_elems() as usize;
+    let parts = usize::from(ap.partitions);
+    out.clear();
+    out.resize(parts * f, 0);
+    for (pi, row) in out.chunks_exact_mut(f.max(1)).enumerate() {
+        let part = m.partition(usize::from(ap.start_partition) + pi);
+        ap.for_each_offset(|i, o| {
+            if let (Some(dst), Some(src)) = (row.get_mut(i), part.get(o..o + 4)) {
+                *dst = load_i32(src);
+            }
+        });
+    }
+}
+
+fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
+    let f = ap.free_elems() as usize;
+    let es = ap.dtype.size();
+    let dt = ap.dtype;
+    let (_, hi) = ap.byte_range();
+    let contiguous = ap.is_contiguous();
+    for (pi, row) in vals.chunks_exact(f.max(1)).enumerate() {
+        let p = usize::from(ap.start_partition) + pi;
+        m.touch(p, hi.max(0) as usize);
+        let part = m.partition_mut(p);
+        if contiguous {
+            let off = ap.offset as usize;
+            if let Some(dst) = part.get_mut(off..off + f * es) {
+                if dt == DType::F32 {
+                    for (c, &v) in dst.chunks_exact_mut(4).zip(row) {
+                        c.copy_from_slice(&v.to_le_bytes());
+                    }
+                } else {
+                    for (c, &v) in dst.chunks_exact_mut(es).zip(row) {
+                        store_f32(dt, v, c);
+                    }
+                }
+            }
+        } else {
+            ap.for_each_offset(|i, o| {
+                if let (Some(&v), Some(dst)) = (row.get(i), part.get_mut(o..o + es)) {
+                    store_f32(dt, v, dst);
+                }
+            });
+        }
+    }
+}
+
+fn scatter_i32(m: &mut OnChip, ap: &AccessPattern, vals: &[i32]) {
+    let f = ap.free_elems() as usize;
+    let es = ap.dtype.size();
+    let dt = ap.dtype;
+    let (_, hi) = ap.byte_range();
+    for (pi, row) in vals.chunks_exact(f.max(1)).enumerate() {
+        let p = usize::from(ap.start_partition) + pi;
+        m.touch(p, hi.max(0) as usize);
+        let part = m.partition_mut(p);
+        ap.for_each_offset(|i, o| {
+            if let (Some(&v), Some(dst)) = (row.get(i), part.get_mut(o..o + es)) {
+                store_i32(dt, v, dst);
+            }
+        });
+    }
+}

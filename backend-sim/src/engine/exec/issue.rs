@@ -1,0 +1,293 @@
+//! Instruction issue: each sequencer's next instruction, when its unit (and, for VectorE,
+//! ScalarE and GpSimdE, the shared SBUF/PSUM port) is free. Control instructions (semaphores,
+//! DMA triggers, `Notify`, `Halt`) take effect at issue; data-path instructions are checked for
+//! hazards, costed, and occupy their unit until their effects apply (`effects.rs`).
+
+use super::cost::{clock_ratio, op_cycles, timing};
+use super::report::{Actor, Event, EventKind, Notification, Track};
+use super::{Executor, PORT_PSUM_VS, PORT_SBUF_VG, Pending, Transfer, Wait, join};
+use crate::engine::isa::{EngineId, Instr, SemCmp, Space};
+use crate::engine::memory::DMA_QUEUES;
+
+impl Executor<'_, '_> {
+    pub(super) fn try_issue(&mut self, i: usize) -> bool {
+        let t = self.t;
+        let (engine, pc) = {
+            let s = &self.seqs[i];
+            if s.halted {
+                return false;
+            }
+            (s.engine, s.pc)
+        };
+        let program = self.env.program;
+        let Some(ins) = program.stream(engine).get(pc).copied() else {
+            self.seqs[i].halted = true;
+            return false;
+        };
+        // Unit availability.
+        {
+            let s = &self.seqs[i];
+            let ok = match ins {
+                Instr::LoadStationary { .. } => s.ls_until <= t && s.ls_op.is_none(),
+                _ => {
+                    s.main_until <= t && s.ls_until <= t && s.main_op.is_none() && s.ls_op.is_none()
+                }
+            };
+            if !ok {
+                return false;
+            }
+        }
+        match ins {
+            Instr::SemWait { sem, cmp, value } => {
+                let v = self.sems[usize::from(sem)];
+                let pass = match cmp {
+                    SemCmp::Ge => v >= value,
+                    SemCmp::Eq => v == value,
+                };
+                if !pass {
+                    if self.seqs[i].wait == Wait::None {
+                        self.seqs[i].wait = Wait::Sem { since: t, sem };
+                    }
+                    return false;
+                }
+                join(&mut self.seqs[i].clock, &self.sem_clocks[usize::from(sem)]);
+                self.end_wait(i, pc);
+                self.retire_control(i, pc, ins.name());
+                true
+            }
+            Instr::SemInc { sem, value } => {
+                let s = usize::from(sem);
+                self.sems[s] = self.sems[s].wrapping_add(value);
+                self.release(i, s);
+                self.retire_control(i, pc, ins.name());
+                true
+            }
+            Instr::SemSet { sem, value } => {
+                let s = usize::from(sem);
+                self.sems[s] = value;
+                self.release(i, s);
+                self.retire_control(i, pc, ins.name());
+                true
+            }
+            Instr::DmaTrigger {
+                dma,
+                queue,
+                first,
+                count,
+                sem,
+                inc,
+            } => {
+                let q = usize::from(dma) * DMA_QUEUES + usize::from(queue);
+                if self.queues[q].len() >= timing::DMA_QUEUE_DEPTH {
+                    if self.seqs[i].wait == Wait::None {
+                        self.seqs[i].wait = Wait::Queue { since: t };
+                    }
+                    return false;
+                }
+                self.end_wait(i, pc);
+                let agent = usize::from(self.queue_agent[q]);
+                self.queue_epoch[q] += 1;
+                let epoch = self.queue_epoch[q];
+                let mut clock = self.seqs[i].clock.clone();
+                join(&mut clock, &self.queue_clock[q]);
+                clock[agent] = epoch;
+                self.queue_clock[q].clone_from(&clock);
+                let own = self.seqs[i].engine.index();
+                self.seqs[i].clock[own] += 1;
+                let bytes = program
+                    .descriptors
+                    .get(first as usize..(first as usize + count as usize))
+                    .map(|d| d.iter().map(|x| u64::from(x.len)).sum())
+                    .unwrap_or(0);
+                self.sem_pending_dma[usize::from(sem)] += 1;
+                self.queue_mask[usize::from(dma)] |= 1 << queue;
+                self.start_pending = true;
+                self.queues[q].push_back(Transfer {
+                    first,
+                    count,
+                    next: 0,
+                    sem,
+                    inc,
+                    agent,
+                    clock,
+                    start: None,
+                    bytes,
+                });
+                self.retire_control(i, pc, ins.name());
+                true
+            }
+            Instr::Notify { payload } => {
+                self.report.notifications.push(Notification {
+                    tick: t,
+                    engine,
+                    payload,
+                });
+                self.push_event(Event {
+                    start: t,
+                    dur: 0,
+                    track: Track::Engine(engine),
+                    kind: EventKind::Notify { payload },
+                });
+                self.retire_control(i, pc, ins.name());
+                true
+            }
+            Instr::Halt => {
+                self.retire_control(i, pc, ins.name());
+                self.seqs[i].halted = true;
+                true
+            }
+            _ => self.issue_data(i, pc, ins),
+        }
+    }
+
+    fn end_wait(&mut self, i: usize, pc: usize) {
+        let t = self.t;
+        let w = self.seqs[i].wait;
+        let engine = self.seqs[i].engine;
+        let kind = match w {
+            Wait::None => return,
+            Wait::Sem { since, sem } => (since, EventKind::SemWait { pc: pc as u32, sem }),
+            Wait::Port { since } => (since, EventKind::PortWait { pc: pc as u32 }),
+            Wait::Queue { since } => (since, EventKind::QueueWait { pc: pc as u32 }),
+        };
+        self.seqs[i].wait = Wait::None;
+        if t > kind.0 {
+            self.push_event(Event {
+                start: kind.0,
+                dur: t - kind.0,
+                track: Track::Engine(engine),
+                kind: kind.1,
+            });
+        }
+    }
+
+    fn release(&mut self, i: usize, sem: usize) {
+        let own = self.seqs[i].engine.index();
+        join(&mut self.sem_clocks[sem], &self.seqs[i].clock);
+        self.seqs[i].clock[own] += 1;
+    }
+
+    fn retire_control(&mut self, i: usize, pc: usize, name: &'static str) {
+        let t = self.t;
+        let s = &mut self.seqs[i];
+        s.pc += 1;
+        s.main_until = t + timing::CONTROL_TICKS;
+        let engine = s.engine;
+        self.report.engines[engine.index()].instructions += 1;
+        self.push_event(Event {
+            start: t,
+            dur: timing::CONTROL_TICKS,
+            track: Track::Engine(engine),
+            kind: EventKind::Instr {
+                pc: pc as u32,
+                op: name,
+            },
+        });
+    }
+
+    fn ports_needed(engine: EngineId, ins: &Instr) -> [bool; 2] {
+        let (acc, n) = ins.accesses();
+        let mut sbuf = false;
+        let mut psum = false;
+        for (ap, _) in acc.iter().take(n).flatten() {
+            match ap.space {
+                Space::Sbuf => sbuf = true,
+                Space::Psum => psum = true,
+            }
+        }
+        let mut need = [false; 2];
+        match engine {
+            EngineId::Vector => {
+                need[PORT_SBUF_VG] = sbuf;
+                need[PORT_PSUM_VS] = psum;
+            }
+            EngineId::GpSimd => need[PORT_SBUF_VG] = sbuf,
+            EngineId::Scalar => need[PORT_PSUM_VS] = psum,
+            _ => {}
+        }
+        need
+    }
+
+    fn issue_data(&mut self, i: usize, pc: usize, ins: Instr) -> bool {
+        let t = self.t;
+        let engine = self.seqs[i].engine;
+        let need = Self::ports_needed(engine, &ins);
+        let blocked = need
+            .iter()
+            .zip(self.ports.iter())
+            .any(|(&n, p)| n && p.until > t);
+        if blocked {
+            if self.seqs[i].wait == Wait::None {
+                self.seqs[i].wait = Wait::Port { since: t };
+            }
+            return false;
+        }
+        self.end_wait(i, pc);
+        // Hazard check and access records.
+        let (acc, n) = ins.accesses();
+        let actor = Actor::Engine {
+            engine,
+            pc: pc as u32,
+            op: ins.name(),
+        };
+        let mut dependent = false;
+        for (ap, w) in acc.iter().take(n).flatten() {
+            let region = ap.region();
+            if !*w {
+                if let Some(lw) = &self.seqs[i].last_write {
+                    dependent |= lw.overlaps(&region);
+                }
+            }
+            let clock = std::mem::take(&mut self.seqs[i].clock);
+            self.check_and_record(region, *w, engine.index(), &clock, actor);
+            self.seqs[i].clock = clock;
+        }
+        let cycles = op_cycles(&ins, dependent);
+        let s = &mut self.seqs[i];
+        let (num, den) = clock_ratio(engine);
+        let is_ls = matches!(ins, Instr::LoadStationary { .. });
+        let frac = if is_ls { &mut s.ls_frac } else { &mut s.frac };
+        let total = *frac + cycles * den;
+        let ticks = (total / num).max(1);
+        *frac = total % num;
+        let end = t + ticks;
+        let pending = Pending {
+            pc,
+            stationary: if matches!(ins, Instr::MultiplyMoving { .. }) {
+                self.stationary.clone()
+            } else {
+                None
+            },
+        };
+        if is_ls {
+            s.ls_until = end;
+            s.ls_op = Some(pending);
+        } else {
+            s.main_until = end;
+            s.main_op = Some(pending);
+        }
+        s.pc += 1;
+        s.last_write = acc
+            .iter()
+            .take(n)
+            .flatten()
+            .find(|(_, w)| *w)
+            .map(|(ap, _)| ap.region());
+        for (k, &nd) in need.iter().enumerate() {
+            if nd {
+                self.ports[k].until = end;
+            }
+        }
+        self.report.engines[engine.index()].instructions += 1;
+        self.push_event(Event {
+            start: t,
+            dur: ticks,
+            track: Track::Engine(engine),
+            kind: EventKind::Instr {
+                pc: pc as u32,
+                op: ins.name(),
+            },
+        });
+        true
+    }
+}

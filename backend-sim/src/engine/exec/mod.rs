@@ -1,0 +1,517 @@
+//! The cycle-level executor of one NeuronCore: five sequencers, 16 DMA engines × 16 queues,
+//! 256 semaphores, SBUF/PSUM port arbitration, hazard detection, counters and an event log.
+//!
+//! Time advances event to event: between two events nothing observable changes, so the
+//! executor jumps over idle ticks. The model is defined on event ticks: a sequencer that issued
+//! at tick t tries its next instruction at the next event of any kind (a completion, a DMA phase
+//! change, a port release), not at t + 1, so the result is deterministic but is not what a
+//! stepper that tried to issue on every tick would produce.
+//!
+//! The work per event is kept to what changed: a DMA data phase's progress is applied only when
+//! its rate changes (exact integers), DMA counters are charged per phase interval, the issue
+//! pass is skipped when no sequencer can issue, and the hazard detector's index (`shadow`)
+//! visits only nearby records not ordered before the access.
+//!
+//! The executor ([`Executor`]) is one struct whose `impl` is spread over this module's files,
+//! one concern each:
+//!
+//! * `mod.rs` — the executor's state, the entry point [`execute`], the run loop and event
+//!   scheduling (the next event, time accounting, timeout);
+//! * `issue.rs` — issuing instructions: semaphores, DMA triggers, notifications, unit and port
+//!   availability;
+//! * `effects.rs` — the functional effects of data-path instructions on SBUF and PSUM;
+//! * `dma.rs` — DMA engines: queue arbitration, descriptor phases, shared HBM rates, copies;
+//! * `hazards.rs` — hazard checks and access records (the glue to the `shadow` index);
+//! * `cost.rs` — the timing model: published constants and instruction costs;
+//! * `report.rs` — the public options and report types (independent of the executor).
+
+pub(super) mod cost;
+mod dma;
+mod effects;
+mod hazards;
+mod issue;
+pub(super) mod report;
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use nrt_core::{NrtStatus, err};
+
+use cost::ENGINE_RATE;
+pub use cost::{TICKS_PER_SECOND, TIMING_MODEL, VALIDATED_AGAINST_HW, timing};
+pub use report::{
+    Access, Actor, Counters, Event, EventKind, ExecOptions, ExecReport, Hazard, Notification, Track,
+};
+
+use super::dtype::DType;
+use super::isa::{DmaEndpoint, EngineId, Instr, Region, SemCmp};
+use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
+use super::program::Program;
+use super::shadow::Shadow;
+
+// ---- internal state -------------------------------------------------------------------------
+
+/// A vector clock: one entry per agent (the five sequencers, then each DMA queue the program
+/// triggers, in queue order; queues it never uses need no entry).
+type VClock = Vec<u32>;
+
+#[inline]
+fn join(a: &mut VClock, b: &VClock) {
+    for (x, y) in a.iter_mut().zip(b.iter()) {
+        *x = (*x).max(*y);
+    }
+}
+
+struct Stationary {
+    k: usize,
+    m: usize,
+    dtype: DType,
+    data: Vec<f32>,
+}
+
+struct Pending {
+    pc: usize,
+    stationary: Option<Rc<Stationary>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    None,
+    Sem { since: u64, sem: u8 },
+    Port { since: u64 },
+    Queue { since: u64 },
+}
+
+struct Seq {
+    engine: EngineId,
+    pc: usize,
+    halted: bool,
+    main_until: u64,
+    main_op: Option<Pending>,
+    ls_until: u64,
+    ls_op: Option<Pending>,
+    wait: Wait,
+    frac: u64,
+    ls_frac: u64,
+    last_write: Option<Region>,
+    clock: VClock,
+}
+
+struct Transfer {
+    first: u32,
+    count: u32,
+    next: u32,
+    sem: u8,
+    inc: u32,
+    agent: usize,
+    clock: VClock,
+    start: Option<u64>,
+    bytes: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Overhead {
+        until: u64,
+        queue: usize,
+        start: u64,
+    },
+    Data {
+        remaining: u64,
+        queue: usize,
+        hbm: bool,
+        start: u64,
+    },
+}
+
+struct DmaEng {
+    phase: Phase,
+    /// Data rate (units per tick) of a data phase; 0 otherwise.
+    rate: u64,
+    rr: usize,
+    /// Tick at which a data phase's `remaining` holds (progress is applied lazily, when the
+    /// rate changes: `remaining - rate·(t - since)`, exact integers).
+    since: u64,
+    /// Counter bucket the engine's time currently goes to, and since when.
+    acct: Acct,
+    acct_since: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Acct {
+    Idle,
+    Active,
+    Bandwidth,
+}
+
+impl DmaEng {
+    #[inline]
+    fn class(&self) -> Acct {
+        match self.phase {
+            Phase::Idle => Acct::Idle,
+            Phase::Overhead { .. } => Acct::Active,
+            Phase::Data { .. } if self.rate < ENGINE_RATE => Acct::Bandwidth,
+            Phase::Data { .. } => Acct::Active,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct PortState {
+    until: u64,
+}
+
+/// Everything an execution touches.
+pub(crate) struct ExecEnv<'a> {
+    pub(crate) program: &'a Program,
+    /// HBM base address of each program tensor.
+    pub(crate) bases: &'a [u64],
+    pub(crate) hbm: &'a mut Hbm,
+    pub(crate) sbuf: &'a mut OnChip,
+    pub(crate) psum: &'a mut OnChip,
+}
+
+/// The executor of one program on one NeuronCore: sequencers, semaphores, DMA queues and
+/// engines, ports, the hazard index and the report being built. (Not to be confused with
+/// `SimMachine`, the simulated machine of the crate root.) Its `impl` is spread over this
+/// module's files, one concern each.
+struct Executor<'a, 'e> {
+    env: &'e mut ExecEnv<'a>,
+    opts: ExecOptions,
+    t: u64,
+    seqs: Vec<Seq>,
+    sems: Vec<u32>,
+    sem_clocks: Vec<VClock>,
+    /// Agents (vector clock entries).
+    n_agents: usize,
+    /// Per DMA queue, its agent index (0 for queues the program never triggers).
+    queue_agent: Vec<u16>,
+    /// Per semaphore: transfers queued or in flight that will update it.
+    sem_pending_dma: Vec<u32>,
+    queues: Vec<VecDeque<Transfer>>,
+    /// Per DMA engine, bit `q` set when its queue `q` is non-empty.
+    queue_mask: [u16; DMA_ENGINES],
+    queue_epoch: Vec<u32>,
+    queue_clock: Vec<VClock>,
+    dma: Vec<DmaEng>,
+    /// Per DMA engine, the tick of its next phase change (`u64::MAX` when idle or awaiting
+    /// its rate).
+    dma_next: [u64; DMA_ENGINES],
+    /// DMA engines in a data phase that touches HBM.
+    n_hbm: u64,
+    /// The rate of each of them (they share HBM equally).
+    hbm_rate: u64,
+    /// An engine entered an HBM data phase and awaits its rate.
+    rates_dirty: bool,
+    /// An engine went idle or a transfer was queued since the last start pass.
+    start_pending: bool,
+    /// The next issue pass may issue something: a sequencer issued in the last one (it may
+    /// issue again at the next event), or a semaphore or a queue changed since.
+    wake: bool,
+    ports: [PortState; 2],
+    stationary: Option<Rc<Stationary>>,
+    shadow: Shadow,
+    prune_at: usize,
+    report: ExecReport,
+    scratch: Vec<u8>,
+    /// Reused buffers of the MultiplyMoving functional model (moving operand, product).
+    mm_moving: Vec<f32>,
+    mm_out: Vec<f32>,
+    /// Reused operand buffers of the elementwise functional models.
+    fbuf: [Vec<f32>; 2],
+}
+
+const PORT_SBUF_VG: usize = 0;
+const PORT_PSUM_VS: usize = 1;
+
+/// Runs `env.program` to completion (or timeout) and reports.
+pub(crate) fn execute(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecReport {
+    let mut sems = vec![0u32; SEMAPHORES];
+    for &(s, v) in &env.program.sem_init {
+        if let Some(x) = sems.get_mut(usize::from(s)) {
+            *x = v;
+        }
+    }
+    // Agents: the sequencers, then the DMA queues the program triggers, in queue order.
+    let mut queue_agent = vec![0u16; DMA_ENGINES * DMA_QUEUES];
+    for &engine in &EngineId::ALL {
+        for ins in env.program.stream(engine) {
+            if let Instr::DmaTrigger { dma, queue, .. } = *ins {
+                if let Some(a) =
+                    queue_agent.get_mut(usize::from(dma) * DMA_QUEUES + usize::from(queue))
+                {
+                    *a = 1;
+                }
+            }
+        }
+    }
+    let mut n_agents = EngineId::ALL.len();
+    for a in &mut queue_agent {
+        if *a != 0 {
+            *a = n_agents as u16;
+            n_agents += 1;
+        }
+    }
+    let seqs = EngineId::ALL
+        .iter()
+        .map(|&engine| {
+            let mut clock = vec![0u32; n_agents];
+            clock[engine.index()] = 1;
+            Seq {
+                engine,
+                pc: 0,
+                halted: false,
+                main_until: 0,
+                main_op: None,
+                ls_until: 0,
+                ls_op: None,
+                wait: Wait::None,
+                frac: 0,
+                ls_frac: 0,
+                last_write: None,
+                clock,
+            }
+        })
+        .collect();
+    let hbm_writes = env
+        .program
+        .descriptors
+        .iter()
+        .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
+        .map(|d| d.dst.region(env.bases, d.len))
+        .collect();
+    let mut m = Executor {
+        env,
+        opts: *opts,
+        t: 0,
+        seqs,
+        sems,
+        sem_clocks: vec![vec![0u32; n_agents]; SEMAPHORES],
+        n_agents,
+        queue_agent,
+        sem_pending_dma: vec![0; SEMAPHORES],
+        queues: (0..DMA_ENGINES * DMA_QUEUES)
+            .map(|_| VecDeque::new())
+            .collect(),
+        queue_mask: [0; DMA_ENGINES],
+        queue_epoch: vec![0; DMA_ENGINES * DMA_QUEUES],
+        queue_clock: vec![Vec::new(); DMA_ENGINES * DMA_QUEUES],
+        dma: (0..DMA_ENGINES)
+            .map(|_| DmaEng {
+                phase: Phase::Idle,
+                rate: 0,
+                rr: 0,
+                since: 0,
+                acct: Acct::Idle,
+                acct_since: 0,
+            })
+            .collect(),
+        dma_next: [u64::MAX; DMA_ENGINES],
+        n_hbm: 0,
+        hbm_rate: ENGINE_RATE,
+        rates_dirty: false,
+        start_pending: false,
+        wake: true,
+        ports: [PortState { until: 0 }; 2],
+        stationary: None,
+        shadow: Shadow::new(hbm_writes),
+        prune_at: 4096,
+        report: ExecReport {
+            status: NrtStatus::Success,
+            error: None,
+            ticks: 0,
+            timing_model: TIMING_MODEL,
+            validated_against_hw: VALIDATED_AGAINST_HW,
+            engines: [Counters::default(); 5],
+            dma_engines: [Counters::default(); DMA_ENGINES],
+            notifications: Vec::new(),
+            hazards: Vec::new(),
+            events: Vec::new(),
+            events_truncated: false,
+            semaphores: Vec::new(),
+        },
+        scratch: Vec::new(),
+        mm_moving: Vec::new(),
+        mm_out: Vec::new(),
+        fbuf: [Vec::new(), Vec::new()],
+    };
+    m.run();
+    for e in 0..DMA_ENGINES {
+        m.charge_dma(e);
+    }
+    m.report.semaphores = m.sems.clone();
+    m.report
+}
+
+impl Executor<'_, '_> {
+    fn run(&mut self) {
+        loop {
+            self.complete_seq_ops();
+            self.complete_dma_phases();
+            // Issue to a fixpoint: a semaphore update may release a sequencer evaluated
+            // earlier in the same tick; each sequencer issues at most one instruction a tick,
+            // so one that issued tries again at the next event. One that could not issue stays
+            // blocked until a semaphore or a queue changes or one of its units or ports frees
+            // up; when none of that happened and nobody issued last time, the pass would
+            // change nothing and is skipped.
+            if self.wake || self.timer_due() {
+                let mut issued = [false; 5];
+                loop {
+                    let mut any = false;
+                    for (i, done) in issued.iter_mut().enumerate() {
+                        if !*done && self.try_issue(i) {
+                            *done = true;
+                            any = true;
+                        }
+                    }
+                    if !any {
+                        break;
+                    }
+                }
+                self.wake = issued.iter().any(|&x| x);
+            }
+            if self.start_pending {
+                self.start_pending = false;
+                self.start_dma_engines();
+            }
+            self.update_rates();
+            if self.finished() {
+                self.report.ticks = self.t;
+                return;
+            }
+            let limit = self.opts.max_ticks;
+            if self.t >= limit {
+                self.timeout(false);
+                return;
+            }
+            match self.next_event() {
+                None => {
+                    // Nothing will ever change again: the program can never halt. Time runs
+                    // (idle-skipped) to the limit, as it would on a device.
+                    self.account(limit);
+                    self.t = limit;
+                    self.timeout(true);
+                    return;
+                }
+                Some(n) => {
+                    let tn = n.min(limit);
+                    self.account(tn);
+                    self.t = tn;
+                }
+            }
+        }
+    }
+
+    fn timeout(&mut self, deadlock: bool) {
+        self.report.ticks = self.t;
+        let mut msg = String::new();
+        for s in &self.seqs {
+            if let Wait::Sem { sem, .. } = s.wait {
+                let v = self.sems.get(usize::from(sem)).copied().unwrap_or(0);
+                let want = match self.env.program.stream(s.engine).get(s.pc) {
+                    Some(Instr::SemWait { cmp, value, .. }) => {
+                        format!("{} {value}", if *cmp == SemCmp::Ge { ">=" } else { "==" })
+                    }
+                    _ => String::new(),
+                };
+                msg.push_str(&format!(
+                    "; {} pc {} waits for semaphore {sem} {want} (value {v})",
+                    s.engine, s.pc
+                ));
+            }
+        }
+        let e = if deadlock {
+            err!(
+                Timeout,
+                "execution timed out after {} ticks: the program can never halt (deadlock){msg}",
+                self.t
+            )
+        } else {
+            err!(
+                Timeout,
+                "execution timed out after {} ticks (limit {}){msg}",
+                self.t,
+                self.opts.max_ticks
+            )
+        };
+        self.report.status = NrtStatus::Timeout;
+        self.report.error = Some(e);
+    }
+
+    /// Whether a sequencer's unit or a port frees up now.
+    fn timer_due(&self) -> bool {
+        let t = self.t;
+        self.seqs
+            .iter()
+            .any(|s| s.main_until == t || s.ls_until == t)
+            || self.ports.iter().any(|p| p.until == t)
+    }
+
+    fn finished(&self) -> bool {
+        self.seqs
+            .iter()
+            .all(|s| s.halted && s.main_until <= self.t && s.ls_until <= self.t)
+            && self.dma.iter().all(|d| d.phase == Phase::Idle)
+            && self.queue_mask.iter().all(|&m| m == 0)
+    }
+
+    #[inline]
+    fn push_event(&mut self, ev: Event) {
+        if !self.opts.record_events {
+            return;
+        }
+        if self.report.events.len() >= self.opts.max_events {
+            self.report.events_truncated = true;
+            return;
+        }
+        self.report.events.push(ev);
+    }
+
+    fn next_event(&self) -> Option<u64> {
+        let t = self.t;
+        // The earliest of the tick values after `t` (`u64::MAX`: none).
+        let after = |x: u64| if x > t { x } else { u64::MAX };
+        let mut best = u64::MAX;
+        for s in &self.seqs {
+            best = best.min(after(s.main_until)).min(after(s.ls_until));
+        }
+        for p in &self.ports {
+            best = best.min(after(p.until));
+        }
+        // Every pending DMA phase change lies after `t` (due ones were processed).
+        for &n in &self.dma_next {
+            best = best.min(after(n));
+        }
+        (best != u64::MAX).then_some(best)
+    }
+
+    fn account(&mut self, tn: u64) {
+        let t = self.t;
+        let dt = tn.saturating_sub(t);
+        if dt == 0 {
+            return;
+        }
+        for s in &self.seqs {
+            let c = &mut self.report.engines[s.engine.index()];
+            if s.main_until > t || s.ls_until > t {
+                c.active += dt;
+            } else if s.halted {
+                c.idle += dt;
+            } else {
+                match s.wait {
+                    Wait::Sem { sem, .. } => {
+                        if self.sem_pending_dma[usize::from(sem)] > 0 {
+                            c.stall_dma += dt;
+                        } else {
+                            c.stall_semaphore += dt;
+                        }
+                    }
+                    Wait::Port { .. } => c.stall_port += dt,
+                    Wait::Queue { .. } => c.stall_dma += dt,
+                    Wait::None => c.idle += dt,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! Programs: named HBM tensors, five instruction streams, a DMA descriptor table and initial
+//! semaphore values; and their versioned binary format.
+//!
+//! `Program::from_bytes` validates everything and never panics: counts are checked against
+//! the bytes that remain before anything is reserved, and every limit below is enforced.
+//!
+//! * `mod.rs` — the program types, the format's constants and [`Program::validate`];
+//! * `encode.rs` — the writer ([`Program::to_bytes`]);
+//! * `decode.rs` — the reader ([`Program::from_bytes`]).
+
+mod decode;
+mod encode;
+
+use std::collections::BTreeSet;
+
+use nrt_core::{Error, err};
+
+use super::dtype::DType;
+use super::isa::{DmaDescriptor, DmaEndpoint, EngineId, Instr};
+use super::memory::{
+    DMA_ENGINES, DMA_QUEUES, PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES,
+    SBUF_PARTITIONS,
+};
+
+/// The 8-byte magic that opens a serialized program.
+pub const MAGIC: [u8; 8] = *b"NRTSIMPG";
+/// Major version of the format this build writes and reads.
+pub const FORMAT_MAJOR: u16 = 1;
+/// Minor version of the format this build writes (readers accept any minor of their major).
+pub const FORMAT_MINOR: u16 = 0;
+/// Most tensors in a program.
+pub const MAX_TENSORS: usize = 4096;
+/// Longest tensor or program name, bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Highest tensor rank.
+pub const MAX_RANK: usize = 8;
+/// Largest tensor, bytes (1 TiB; the device capacity applies at load).
+pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
+/// Most instructions in one stream.
+pub const MAX_STREAM_INSTRS: usize = 1 << 22;
+/// Most DMA descriptors in a program.
+pub const MAX_DESCRIPTORS: usize = 1 << 22;
+
+const SEC_NAME: u32 = 1;
+const SEC_TENSORS: u32 = 2;
+const SEC_DESCRIPTORS: u32 = 3;
+const SEC_SEM_INIT: u32 = 4;
+const SEC_STREAM_BASE: u32 = 0x10;
+/// Sections whose tag has this bit set may be skipped by readers that do not know them.
+const SEC_OPTIONAL: u32 = 0x8000_0000;
+
+/// The role of an HBM tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorKind {
+    /// Written by the caller before execution.
+    Input,
+    /// Read by the caller after execution.
+    Output,
+    /// Initialised from the program's data at load.
+    Const,
+    /// Device scratch, zero at load.
+    Scratch,
+}
+
+impl TensorKind {
+    const fn code(self) -> u8 {
+        match self {
+            TensorKind::Input => 0,
+            TensorKind::Output => 1,
+            TensorKind::Const => 2,
+            TensorKind::Scratch => 3,
+        }
+    }
+    const fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(TensorKind::Input),
+            1 => Some(TensorKind::Output),
+            2 => Some(TensorKind::Const),
+            3 => Some(TensorKind::Scratch),
+            _ => None,
+        }
+    }
+    /// Name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TensorKind::Input => "input",
+            TensorKind::Output => "output",
+            TensorKind::Const => "const",
+            TensorKind::Scratch => "scratch",
+        }
+    }
+}
+
+/// A named HBM tensor of a program (row-major, little-endian elements).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorDecl {
+    /// Unique name; I/O binds by it.
+    pub name: String,
+    /// Role.
+    pub kind: TensorKind,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape (rank 0..=8).
+    pub shape: Vec<u64>,
+    /// Initial contents of a `Const` tensor (exactly its size); empty otherwise.
+    pub data: Vec<u8>,
+}
+
+impl TensorDecl {
+    /// Elements (product of the shape; `None` on overflow).
+    pub fn elems(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
+    }
+
+    /// Size in bytes (`None` on overflow).
+    pub fn size_bytes(&self) -> Option<u64> {
+        self.elems()?.checked_mul(self.dtype.size() as u64)
+    }
+}
+
+/// A simulator program ("NEFF-lite").
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Program {
+    /// Free-form name.
+    pub name: String,
+    /// HBM tensors.
+    pub tensors: Vec<TensorDecl>,
+    /// One instruction stream per engine, indexed by [`EngineId::index`].
+    pub streams: [Vec<Instr>; 5],
+    /// DMA descriptors referenced by `DmaTrigger`.
+    pub descriptors: Vec<DmaDescriptor>,
+    /// Initial semaphore values (unlisted semaphores start at 0).
+    pub sem_init: Vec<(u8, u32)>,
+}
+
+impl Program {
+    /// The stream of `engine`.
+    pub fn stream(&self, engine: EngineId) -> &[Instr] {
+        self.streams
+            .get(engine.index())
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Index of the tensor called `name`.
+    pub fn tensor_index(&self, name: &str) -> Option<usize> {
+        self.tensors.iter().position(|t| t.name == name)
+    }
+
+    /// Total instructions over all streams.
+    pub fn instruction_count(&self) -> usize {
+        self.streams.iter().map(Vec::len).sum()
+    }
+
+    /// Checks every rule of the format: names, sizes, engines, operands (partition rules and
+    /// bounds), DMA descriptors and triggers, and the TensorE stationary/moving pairing.
+    /// Failures are `NRT_INVALID` with a message naming the offending item.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.name.len() > MAX_NAME_BYTES {
+            return Err(err!(
+                Invalid,
+                "program name longer than {MAX_NAME_BYTES} bytes"
+            ));
+        }
+        if self.tensors.len() > MAX_TENSORS {
+            return Err(err!(Invalid, "more than {MAX_TENSORS} tensors"));
+        }
+        let mut names = BTreeSet::new();
+        let mut sizes = Vec::with_capacity(self.tensors.len());
+        for (i, t) in self.tensors.iter().enumerate() {
+            if t.name.is_empty() || t.name.len() > MAX_NAME_BYTES {
+                return Err(err!(
+                    Invalid,
+                    "tensor {i}: name must be 1..={MAX_NAME_BYTES} bytes"
+                ));
+            }
+            if !names.insert(t.name.as_str()) {
+                return Err(err!(Invalid, "tensor {i}: duplicate name '{}'", t.name));
+            }
+            if t.shape.len() > MAX_RANK {
+                return Err(err!(Invalid, "tensor '{}': rank above {MAX_RANK}", t.name));
+            }
+            let size = match t.size_bytes() {
+                Some(s) if s <= MAX_TENSOR_BYTES => s,
+                _ => {
+                    return Err(err!(
+                        Invalid,
+                        "tensor '{}': size exceeds {MAX_TENSOR_BYTES} bytes",
+                        t.name
+                    ));
+                }
+            };
+            if t.kind == TensorKind::Const {
+                if t.data.len() as u64 != size {
+                    return Err(err!(
+                        Invalid,
+                        "tensor '{}': constant data is {} bytes, the tensor {size}",
+                        t.name,
+                        t.data.len()
+                    ));
+                }
+            } else if !t.data.is_empty() {
+                return Err(err!(
+                    Invalid,
+                    "tensor '{}': only constants carry data",
+                    t.name
+                ));
+            }
+            sizes.push(size);
+        }
+        if self.descriptors.len() > MAX_DESCRIPTORS {
+            return Err(err!(Invalid, "more than {MAX_DESCRIPTORS} DMA descriptors"));
+        }
+        for (i, d) in self.descriptors.iter().enumerate() {
+            validate_descriptor(d, &sizes)
+                .map_err(|e| err!(Invalid, "DMA descriptor {i}: {}", e.message()))?;
+        }
+        let mut sems = BTreeSet::new();
+        for &(s, _) in &self.sem_init {
+            if !sems.insert(s) {
+                return Err(err!(Invalid, "semaphore {s} initialised twice"));
+            }
+        }
+        for engine in EngineId::ALL {
+            let stream = self.stream(engine);
+            if stream.len() > MAX_STREAM_INSTRS {
+                return Err(err!(
+                    Invalid,
+                    "{engine}: more than {MAX_STREAM_INSTRS} instructions"
+                ));
+            }
+            match stream.last() {
+                Some(Instr::Halt) => {}
+                _ => {
+                    return Err(err!(Invalid, "{engine}: the stream must end with Halt"));
+                }
+            }
+            let mut stationary: Option<(u8, u64, DType)> = None;
+            for (pc, ins) in stream.iter().enumerate() {
+                let ctx = |e: Error| {
+                    err!(
+                        Invalid,
+                        "{engine} pc {pc} ({}): {}",
+                        ins.name(),
+                        e.message()
+                    )
+                };
+                if !ins.runs_on(engine) {
+                    return Err(err!(
+                        Invalid,
+                        "{engine} pc {pc}: {} cannot run on {engine}",
+                        ins.name()
+                    ));
+                }
+                if matches!(ins, Instr::Halt) && pc + 1 != stream.len() {
+                    return Err(err!(
+                        Invalid,
+                        "{engine} pc {pc}: Halt must be the last instruction"
+                    ));
+                }
+                ins.validate_operands().map_err(ctx)?;
+                match *ins {
+                    Instr::DmaTrigger {
+                        dma,
+                        queue,
+                        first,
+                        count,
+                        ..
+                    } => {
+                        if usize::from(dma) >= DMA_ENGINES || usize::from(queue) >= DMA_QUEUES {
+                            return Err(err!(
+                                Invalid,
+                                "{engine} pc {pc}: DMA engine {dma} queue {queue} does not exist \
+                                 (16 engines x 16 queues)"
+                            ));
+                        }
+                        if count == 0
+                            || u64::from(first) + u64::from(count) > self.descriptors.len() as u64
+                        {
+                            return Err(err!(
+                                Invalid,
+                                "{engine} pc {pc}: descriptors [{first}, {first}+{count}) are not \
+                                 in the table of {}",
+                                self.descriptors.len()
+                            ));
+                        }
+                    }
+                    Instr::LoadStationary { src } => {
+                        stationary = Some((src.partitions, src.free_elems(), src.dtype));
+                    }
+                    Instr::MultiplyMoving { moving, dst, .. } => {
+                        let Some((k, m, dt)) = stationary else {
+                            return Err(err!(
+                                Invalid,
+                                "{engine} pc {pc}: MultiplyMoving before any LoadStationary"
+                            ));
+                        };
+                        if moving.partitions != k || moving.dtype != dt {
+                            return Err(err!(
+                                Invalid,
+                                "{engine} pc {pc}: moving [{} partitions, {}] does not match the \
+                                 stationary [{k} partitions, {dt}]",
+                                moving.partitions,
+                                moving.dtype
+                            ));
+                        }
+                        if u64::from(dst.partitions) != m {
+                            return Err(err!(
+                                Invalid,
+                                "{engine} pc {pc}: destination has {} partitions, the stationary \
+                                 free size is {m}",
+                                dst.partitions
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn validate_descriptor(d: &DmaDescriptor, sizes: &[u64]) -> Result<(), Error> {
+    if d.len == 0 {
+        return Err(err!(Invalid, "zero length"));
+    }
+    let ok_dir = matches!(
+        (d.src, d.dst),
+        (DmaEndpoint::Hbm { .. }, DmaEndpoint::Sbuf { .. })
+            | (DmaEndpoint::Sbuf { .. }, DmaEndpoint::Hbm { .. })
+            | (DmaEndpoint::Sbuf { .. }, DmaEndpoint::Sbuf { .. })
+            | (DmaEndpoint::Psum { .. }, DmaEndpoint::Sbuf { .. })
+    );
+    if !ok_dir {
+        return Err(err!(
+            Invalid,
+            "{}->{} is not a supported direction (HBM<->SBUF, SBUF->SBUF, PSUM->SBUF)",
+            d.src.mem_name(),
+            d.dst.mem_name()
+        ));
+    }
+    for e in [&d.src, &d.dst] {
+        match *e {
+            DmaEndpoint::Hbm { tensor, offset } => {
+                let size = sizes
+                    .get(tensor as usize)
+                    .copied()
+                    .ok_or_else(|| err!(Invalid, "tensor {tensor} does not exist"))?;
+                if offset
+                    .checked_add(u64::from(d.len))
+                    .is_none_or(|e| e > size)
+                {
+                    return Err(err!(
+                        Invalid,
+                        "bytes [{offset}, +{}) outside tensor {tensor} of {size} bytes",
+                        d.len
+                    ));
+                }
+            }
+            DmaEndpoint::Sbuf { partition, offset } => {
+                if usize::from(partition) >= SBUF_PARTITIONS
+                    || offset as usize + d.len as usize > SBUF_PARTITION_BYTES
+                {
+                    return Err(err!(
+                        Invalid,
+                        "SBUF partition {partition} bytes [{offset}, +{}) out of range",
+                        d.len
+                    ));
+                }
+            }
+            DmaEndpoint::Psum { partition, offset } => {
+                if usize::from(partition) >= PSUM_PARTITIONS
+                    || offset as usize + d.len as usize > PSUM_PARTITION_BYTES
+                {
+                    return Err(err!(
+                        Invalid,
+                        "PSUM partition {partition} bytes [{offset}, +{}) out of range",
+                        d.len
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Instruction opcodes of the binary format.
+mod op {
+    pub(super) const SEM_WAIT: u8 = 0x01;
+    pub(super) const SEM_INC: u8 = 0x02;
+    pub(super) const SEM_SET: u8 = 0x03;
+    pub(super) const DMA_TRIGGER: u8 = 0x04;
+    pub(super) const NOTIFY: u8 = 0x05;
+    pub(super) const HALT: u8 = 0x06;
+    pub(super) const LOAD_STATIONARY: u8 = 0x10;
+    pub(super) const MULTIPLY_MOVING: u8 = 0x11;
+    pub(super) const TENSOR_TENSOR: u8 = 0x20;
+    pub(super) const TENSOR_SCALAR: u8 = 0x21;
+    pub(super) const ACTIVATION: u8 = 0x22;
+    pub(super) const TENSOR_COPY: u8 = 0x23;
+    pub(super) const MEMSET: u8 = 0x30;
+    pub(super) const IOTA: u8 = 0x31;
+}
