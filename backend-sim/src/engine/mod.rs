@@ -1,6 +1,10 @@
-//! A cycle-level NeuronCore-v2 simulator: device memories, the five engine sequencers, 256
+//! A cycle-level NeuronCore simulator: device memories, the five engine sequencers, 256
 //! semaphores, 16 DMA engines × 16 queues, the published NKI cost rules, deterministic
 //! execution, hazard detection and timeline traces.
+//!
+//! Every core is modelled with NeuronCore-v2's figures (inf2, trn1): trn2 devices
+//! (NeuronCore-v3) get the v3 core count and HBM size but run with the same v2 memories, clocks
+//! and rates.
 //!
 //! * [`Program`] — a versioned, self-describing program ("NEFF-lite"): named HBM tensors, one
 //!   instruction stream per engine, a DMA descriptor table, initial semaphores.
@@ -9,7 +13,9 @@
 //! * [`ProgramBuilder`] and [`kernels`] — emit programs (tiled matmul, elementwise, bias +
 //!   activation, two-layer MLP).
 //! * [`Device`] — sparse HBM with capacity accounting and per-core SBUF/PSUM; load a program,
-//!   bind I/O by name, execute.
+//!   write and read its tensors by name, or run it with tensors bound to other HBM addresses
+//!   ([`Device::execute_bound`], how the simulator driver runs a model on the caller's
+//!   tensors).
 //! * [`ExecReport`] — status, ticks, per-unit [`Counters`], notifications, hazards and the
 //!   event log; [`trace::chrome_trace_json`] turns it into a Chrome/Perfetto trace.
 //!

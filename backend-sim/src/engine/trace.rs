@@ -57,7 +57,7 @@ pub fn chrome_trace_json(report: &ExecReport) -> String {
     let _ = write!(
         s,
         "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"tid\":0,\
-         \"args\":{{\"name\":\"NeuronCore-v2 (simulated)\"}}}}"
+         \"args\":{{\"name\":\"NeuronCore (simulated, v2 cost rules)\"}}}}"
     );
     for t in &tracks {
         let tid = track_tid(*t);
