@@ -30,7 +30,8 @@ fn shared_path(relative: &str) -> Option<PathBuf> {
     }
     if std::env::var_os("NRT_REQUIRE_SHARED").is_some_and(|v| v == "1") {
         panic!(
-            "{} is absent, and NRT_REQUIRE_SHARED=1 requires it",
+            "{} is absent, and NRT_REQUIRE_SHARED=1 requires it (the `shared/` folder beside \
+             the repository)",
             path.display()
         );
     }
