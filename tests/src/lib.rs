@@ -86,15 +86,20 @@ pub fn shared_path(relative: &str) -> Option<PathBuf> {
             path.display()
         );
     }
+    print_skipped(&format!(
+        "{} is absent (no `shared/` folder beside the repository), so what needs it did not \
+         run; set {REQUIRE_SHARED_VAR}=1 to make this a failure",
+        path.display()
+    ));
+    None
+}
+
+/// Prints `SKIPPED in <test>: <why>` as one line on stderr, written to the stream directly:
+/// the harness captures `eprintln!` of passing tests, so a skip said that way would not show.
+pub fn print_skipped(why: &str) {
     let thread = std::thread::current();
     let who = thread.name().filter(|n| *n != "main").unwrap_or("this run");
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED in {who}: {} is absent (no `shared/` folder beside the repository), so what needs \
-         it did not run; set {REQUIRE_SHARED_VAR}=1 to make this a failure",
-        path.display()
-    );
-    None
+    let _ = writeln!(std::io::stderr(), "SKIPPED in {who}: {why}");
 }
 
 /// The bytes of `relative` inside `shared/`, or `None` after the skip line of [`shared_path`].

@@ -526,7 +526,7 @@ fn written_payload_lists_and_extracts_with_python_tarfile() {
         .arg("--version")
         .output()
     else {
-        eprintln!("python3 not found: interoperability check skipped");
+        nrt_tests::print_skipped("python3 not found, so the interoperability check did not run");
         return;
     };
     assert!(out.status.success());
