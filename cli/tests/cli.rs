@@ -7,13 +7,86 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use predicates::prelude::*;
 
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/fixtures/neff/matmul_small.neff"
-);
-
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `relative` inside `shared/`, the folder beside the repository (the CI layout has it, a fresh
+/// clone does not), when it exists. Otherwise one `SKIPPED` line naming the test and the path
+/// on stderr (written past the harness's output capture, so it always shows) and `None`; with
+/// `NRT_REQUIRE_SHARED=1` a panic instead. A copy of `nrt_tests::shared_path`: this crate does
+/// not depend on nrt-tests.
+fn shared_path(relative: &str) -> Option<String> {
+    use std::io::Write as _;
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let beside = manifest.parent().and_then(Path::parent).unwrap_or(manifest);
+    let path = beside.join("shared").join(relative);
+    if path.exists() {
+        return Some(path.display().to_string());
+    }
+    if std::env::var_os("NRT_REQUIRE_SHARED").is_some_and(|v| v == "1") {
+        panic!(
+            "{} is absent, and NRT_REQUIRE_SHARED=1 requires it (the `shared/` folder beside \
+             the repository)",
+            path.display()
+        );
+    }
+    let thread = std::thread::current();
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED in {}: {} is absent (no `shared/` folder beside the repository), so what needs \
+         it did not run; set NRT_REQUIRE_SHARED=1 to make this a failure",
+        thread.name().unwrap_or("this run"),
+        path.display()
+    );
+    None
+}
+
+/// The compiler fixture `matmul_small.neff` (a real compiler NEFF), when `shared/` has it.
+fn compiler_fixture() -> Option<String> {
+    shared_path("fixtures/neff/matmul_small.neff")
+}
+
+/// A NEFF written by the project's writer with the compiler fixture's shape, in a temporary
+/// directory: two subgraphs and no simulator program (plumbing mode on a trn2 logical core),
+/// inputs `x` fp16 [128, 256] and `y` fp16 [256, 128], output `output0` fp16 [128, 128]. The
+/// same NEFF as `nrt_tests::models::plumbing_matmul_neff`.
+fn plumbing_matmul_neff() -> (tempfile::TempDir, String) {
+    use nrt_core::io::{Dtype, TensorUsage};
+    use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
+    let tensor = |name: &str, usage, shape: [u32; 2], var_id| NeffTensor {
+        name: name.into(),
+        usage,
+        size: 2 * u64::from(shape[0] * shape[1]),
+        dtype: Dtype::Float16,
+        shape: shape.into(),
+        var_id,
+    };
+    let bytes = neff::write(&NeffSpec {
+        name: "plumbing_matmul".into(),
+        uuid: *b"nrt-rs plumbing!",
+        version: (2, 0),
+        feature_bits: 0x209c00,
+        lnc_size: 2,
+        num_tpb: 1,
+        gzip: true,
+        subgraphs: ["sg00", "sg01"]
+            .map(|name| SubgraphSpec {
+                name: name.into(),
+                members: vec![],
+            })
+            .into(),
+        tensors: vec![
+            tensor("x", TensorUsage::Input, [128, 256], 1),
+            tensor("y", TensorUsage::Input, [256, 128], 2),
+            tensor("output0", TensorUsage::Output, [128, 128], 3),
+        ],
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plumbing_matmul.neff");
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path.display().to_string())
 }
 
 fn example(name: &str) -> String {
@@ -243,29 +316,42 @@ fn run_zero_fills_missing_inputs_with_a_notice() {
 }
 
 #[test]
-fn run_compiler_neff_says_plumbing_mode() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = stdout_of(
-        nrt()
-            .args(["run", FIXTURE, "--instance", "trn2", "-o"])
-            .arg(dir.path()),
-    );
-    assert!(s.contains("PLUMBING"), "{s}");
-    assert!(s.contains("nothing was computed"), "{s}");
-    assert!(s.contains("zero-filled"), "{s}");
-    assert!(!s.contains("TensorE"), "no counters in plumbing mode: {s}");
-    let npy = std::fs::read(dir.path().join("output0.npy")).unwrap();
-    assert!(String::from_utf8_lossy(&npy[..128]).contains("'<f2'"));
-    assert!(npy[128..].iter().all(|&b| b == 0));
-    // On trn1 (logical cores of one physical core) the two-subgraph NEFF cannot load.
-    fails_one_line(&["run", FIXTURE], 1, "try --instance trn2");
+fn run_neffs_without_a_simulator_program_say_plumbing_mode() {
+    // The built NEFF always; the compiler fixture too when `shared/` has it.
+    let (_built_dir, built) = plumbing_matmul_neff();
+    for neff in std::iter::once(built).chain(compiler_fixture()) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = stdout_of(
+            nrt()
+                .args(["run", &neff, "--instance", "trn2", "-o"])
+                .arg(dir.path()),
+        );
+        assert!(s.contains("PLUMBING"), "{neff}: {s}");
+        assert!(s.contains("nothing was computed"), "{neff}: {s}");
+        assert!(s.contains("zero-filled"), "{neff}: {s}");
+        assert!(
+            !s.contains("TensorE"),
+            "{neff}: no counters in plumbing mode: {s}"
+        );
+        let npy = std::fs::read(dir.path().join("output0.npy")).unwrap();
+        assert!(
+            String::from_utf8_lossy(&npy[..128]).contains("'<f2'"),
+            "{neff}"
+        );
+        assert!(npy[128..].iter().all(|&b| b == 0), "{neff}");
+        // On trn1 (logical cores of one physical core) a two-subgraph NEFF cannot load.
+        fails_one_line(&["run", &neff], 1, "try --instance trn2");
+    }
 }
 
 // ---- info ------------------------------------------------------------------------------------
 
 #[test]
 fn info_shows_a_compiler_neff() {
-    let s = stdout_of(nrt().args(["info", FIXTURE]));
+    let Some(fixture) = compiler_fixture() else {
+        return;
+    };
+    let s = stdout_of(nrt().args(["info", &fixture]));
     for want in [
         "NEFF 2.0",
         "gzip-compressed tar",
@@ -406,7 +492,9 @@ fn bench_reports_latency_throughput_and_simulated_time() {
     ] {
         assert!(s.contains(want), "missing {want:?} in\n{s}");
     }
-    let s = stdout_of(nrt().args(["bench", FIXTURE, "--instance", "trn2", "-n", "2"]));
+    // A NEFF without a simulator program benches in plumbing mode.
+    let (_dir, neff) = plumbing_matmul_neff();
+    let s = stdout_of(nrt().args(["bench", &neff, "--instance", "trn2", "-n", "2"]));
     assert!(s.contains("PLUMBING MODE"), "{s}");
 }
 

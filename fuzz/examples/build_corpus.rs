@@ -2,7 +2,8 @@
 //!
 //! * `neff_parse`: NEFFs built by the writer (gzip and plain tar) and from the simulator's
 //!   kernel programs, plus the compiler fixture `../shared/fixtures/neff/matmul_small.neff`
-//!   when it exists (read at run time, never copied into the repository);
+//!   when it exists (read at run time, never copied into the repository; without it a
+//!   `SKIPPED` line on stderr, or an error when `NRT_REQUIRE_SHARED=1`);
 //! * `sim_program`: the kernel builders' programs.
 //!
 //! The structured targets (`neff_roundtrip`, `config`, `facade`, `coredump_template`) start
@@ -94,10 +95,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?;
     }
 
-    let fixture = root.join("../../shared/fixtures/neff/matmul_small.neff");
+    // `shared/` sits beside the repository in the CI layout; a fresh clone has none.
+    let beside = root.parent().and_then(Path::parent).unwrap_or(&root);
+    let fixture = beside.join("shared/fixtures/neff/matmul_small.neff");
     match fs::read(&fixture) {
         Ok(b) => save(&neff_dir, "fixture_matmul_small.neff", &b)?,
-        Err(e) => println!("skipping {}: {e}", fixture.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::env::var_os("NRT_REQUIRE_SHARED").is_some_and(|v| v == "1") {
+                return Err(format!(
+                    "{} is absent, and NRT_REQUIRE_SHARED=1 requires it",
+                    fixture.display()
+                )
+                .into());
+            }
+            eprintln!(
+                "SKIPPED seed {}: absent (no `shared/` folder beside the repository); set \
+                 NRT_REQUIRE_SHARED=1 to make this a failure",
+                fixture.display()
+            );
+        }
+        Err(e) => return Err(format!("read {}: {e}", fixture.display()).into()),
     }
     Ok(())
 }

@@ -70,3 +70,57 @@ pub fn empty_neff() -> Vec<u8> {
     })
     .expect("the writer accepts this spec")
 }
+
+/// The name [`plumbing_matmul_neff`] writes in its header.
+pub const PLUMBING_MATMUL_NAME: &str = "plumbing_matmul";
+
+/// A NEFF built by the project's writer with the shape of the compiler fixture
+/// `../shared/fixtures/neff/matmul_small.neff`, for tests that need *a* compiler-like NEFF
+/// rather than that file (which a fresh clone does not have):
+///
+/// * two subgraphs `sg00` and `sg01`, so it loads only on a logical core of two physical cores
+///   (trn2) and stages one subgraph per physical core;
+/// * no simulator program: it loads in plumbing mode and its executions zero-fill the outputs;
+/// * the fixture's header figures: NEFF version 2.0, logical core size 2, one TPB, feature
+///   bits `0x209c00`, gzip-compressed payload;
+/// * the fixture's I/O (same names, var ids, dtypes, shapes, sizes): inputs `x` fp16
+///   [128, 256] and `y` fp16 [256, 128], 65,536 bytes each, output `output0` fp16 [128, 128],
+///   32,768 bytes.
+///
+/// What only the compiler output has is not mirrored: its name (this one is
+/// [`PLUMBING_MATMUL_NAME`], not `file.neff`), UUID, tool version, the 32 compiler members
+/// per subgraph, and a header hash of undocumented scope (this one's hash validates).
+pub fn plumbing_matmul_neff() -> Vec<u8> {
+    let tensor = |name: &str, usage, shape: &[u32], var_id| {
+        let t = tensor(name, Dtype::Float16, shape);
+        NeffTensor {
+            name: t.name,
+            usage,
+            size: t.size,
+            dtype: t.dtype,
+            shape: t.shape,
+            var_id,
+        }
+    };
+    neff::write(&NeffSpec {
+        name: PLUMBING_MATMUL_NAME.into(),
+        uuid: *b"nrt-rs plumbing!",
+        version: (2, 0),
+        feature_bits: 0x209c00,
+        lnc_size: 2,
+        num_tpb: 1,
+        gzip: true,
+        subgraphs: ["sg00", "sg01"]
+            .map(|name| SubgraphSpec {
+                name: name.into(),
+                members: vec![],
+            })
+            .into(),
+        tensors: vec![
+            tensor("x", TensorUsage::Input, &[128, 256], 1),
+            tensor("y", TensorUsage::Input, &[256, 128], 2),
+            tensor("output0", TensorUsage::Output, &[128, 128], 3),
+        ],
+    })
+    .expect("the writer accepts this spec")
+}

@@ -1,5 +1,6 @@
 //! Explicit async (`nrta_*` v3) and the implicit-async mode on the simulator; unload and close
-//! with work in flight.
+//! with work in flight. The model is a built two-subgraph NEFF without a simulator program
+//! (`plumbing_matmul_neff`: the compiler fixture's I/O, plumbing mode).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -10,17 +11,10 @@ use nrt_core::tensor::{TensorPlacement, TensorSet};
 use nrt_core::{CompletionHook, NrtStatus, Runtime, Xu};
 use nrt_host::CapturingHost;
 use nrt_sim::{Instance, SimConfig, SimDriver, SimMachine};
+use nrt_tests::models::plumbing_matmul_neff;
 use nrt_tests::{assert_err, assert_err_prefix, init};
 
 type Rt = Runtime<SimDriver, Arc<CapturingHost>>;
-
-fn fixture() -> Vec<u8> {
-    std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/neff/matmul_small.neff"
-    ))
-    .unwrap()
-}
 
 fn runtime(vars: &[(&str, &str)]) -> (Rt, Arc<SimMachine>) {
     let machine = SimMachine::new(SimConfig::funtime(Instance::Trn2, 1));
@@ -64,7 +58,7 @@ static STATUSES: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
 #[test]
 fn explicit_async_schedules_in_order_and_writes_status_at_completion() {
     let (rt, machine) = runtime(&[]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let (i, o) = sets(&rt);
     COMPLETIONS.lock().unwrap().clear();
     let seqs: Vec<u64> = (0..5)
@@ -126,7 +120,7 @@ fn explicit_async_schedules_in_order_and_writes_status_at_completion() {
 #[test]
 fn explicit_async_errors() {
     let (rt, _m) = runtime(&[]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let (mut i, o) = sets(&rt);
     assert_err(
         rt.execute_schedule(h, &i, &o, 1, None).map(|_| ()),
@@ -182,7 +176,7 @@ fn on_complete(params: usize, _model: u32, vnc: u32, _job: u64, status: NrtStatu
 #[test]
 fn implicit_async_queues_are_bounded_and_drain() {
     let (rt, machine) = runtime(&[("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "2")]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let (i, o) = sets(&rt);
     rt.register_async_exec_callback(on_complete, 42).unwrap();
     rt.execute(h, &i, &o).unwrap();
@@ -210,7 +204,7 @@ fn implicit_async_queues_are_bounded_and_drain() {
 #[test]
 fn unload_runs_the_models_queued_executions_first() {
     let (rt, machine) = runtime(&[("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "8")]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let (i, o) = sets(&rt);
     for _ in 0..5 {
         rt.execute(h, &i, &o).unwrap();
@@ -229,7 +223,7 @@ fn unload_runs_the_models_queued_executions_first() {
 #[test]
 fn close_with_queued_work_and_concurrent_callers() {
     let (rt, machine) = runtime(&[("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "4")]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let (i, o) = sets(&rt);
     for _ in 0..3 {
         rt.execute(h, &i, &o).unwrap();

@@ -1,5 +1,7 @@
 //! Spec 000 §2, §3, §6 on the simulator: load and the stage seam, tensors and tensor sets, the
-//! execute fork, resources freed on every edge.
+//! execute fork, resources freed on every edge. Models are the built `plumbing_matmul_neff`
+//! (the compiler fixture's I/O, two subgraphs, plumbing mode); the load tests also take the
+//! compiler fixture itself when `../shared/` has it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -10,14 +12,16 @@ use nrt_core::tensor::{Tensor, TensorPlacement, TensorSet};
 use nrt_core::{ExecMode, Level, NrtStatus, Runtime, RuntimeOptions};
 use nrt_host::CapturingHost;
 use nrt_sim::{Instance, SimConfig, SimDriver, SimMachine};
-use nrt_tests::{TestRuntime, assert_err, assert_err_prefix, init};
+use nrt_tests::models::plumbing_matmul_neff;
+use nrt_tests::{TestRuntime, assert_err, assert_err_prefix, init, matmul_fixture};
 
-fn fixture() -> Vec<u8> {
-    std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/neff/matmul_small.neff"
-    ))
-    .unwrap()
+/// The NEFFs with the compiler fixture's shape (two subgraphs, no simulator program, inputs
+/// `x`, `y` and output `output0`): the built one always, and the compiler fixture itself when
+/// `../shared/` has it (otherwise a skip line says that half did not run).
+fn matmul_neffs() -> Vec<(&'static str, Vec<u8>)> {
+    let mut neffs = vec![("built plumbing NEFF", plumbing_matmul_neff())];
+    neffs.extend(matmul_fixture().map(|f| ("compiler fixture", f)));
+    neffs
 }
 
 fn runtime(
@@ -35,7 +39,7 @@ fn runtime(
     (rt, host, machine)
 }
 
-/// Device tensors for every I/O of the fixture: inputs x, y and output output0.
+/// Device tensors for every I/O of the matmul NEFFs: inputs x, y and output output0.
 fn device_sets<'rt>(rt: &'rt TestRuntime, fill: u8) -> (TensorSet<'rt>, TensorSet<'rt>) {
     let mut inputs = TensorSet::new();
     let mut outputs = TensorSet::new();
@@ -55,55 +59,68 @@ fn device_sets<'rt>(rt: &'rt TestRuntime, fill: u8) -> (TensorSet<'rt>, TensorSe
 }
 
 #[test]
-fn compiler_neff_loads_at_lnc_2_with_its_tensor_info() {
-    let (rt, host, machine) = runtime(Instance::Trn2, &[("NEURON_RT_LOG_LEVEL", "WARNING")]);
-    let h = rt.load(&fixture(), -1, -1).unwrap();
-    assert_eq!(
-        machine.staged_models().len(),
-        2,
-        "one staged subgraph per physical core"
-    );
-    assert_eq!(rt.model_lnc(h).unwrap(), 0);
-    let info = rt.model_tensor_info(h).unwrap();
-    let names: Vec<_> = info
-        .iter()
-        .map(|(u, t)| (*u, t.name.as_str(), t.size, t.shape.clone()))
-        .collect();
-    assert_eq!(
-        names,
-        [
-            (TensorUsage::Input, "x", 65536, vec![128, 256]),
-            (TensorUsage::Input, "y", 65536, vec![256, 128]),
-            (TensorUsage::Output, "output0", 32768, vec![128, 128]),
-        ]
-    );
-    assert!(rt.model(h).unwrap().is_plumbing());
-    assert!(host.contains(Level::Warning, "carries no simulator program: its executions run in plumbing mode and zero-fill the outputs"));
-    rt.unload(h).unwrap();
-    assert!(machine.staged_models().is_empty());
+fn compiler_and_built_neffs_load_at_lnc_2_with_their_tensor_info() {
+    for (what, neff) in matmul_neffs() {
+        let (rt, host, machine) = runtime(Instance::Trn2, &[("NEURON_RT_LOG_LEVEL", "WARNING")]);
+        let h = rt.load(&neff, -1, -1).unwrap();
+        assert_eq!(
+            machine.staged_models().len(),
+            2,
+            "{what}: one staged subgraph per physical core"
+        );
+        assert_eq!(rt.model_lnc(h).unwrap(), 0, "{what}");
+        let info = rt.model_tensor_info(h).unwrap();
+        let names: Vec<_> = info
+            .iter()
+            .map(|(u, t)| (*u, t.name.as_str(), t.size, t.shape.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (TensorUsage::Input, "x", 65536, vec![128, 256]),
+                (TensorUsage::Input, "y", 65536, vec![256, 128]),
+                (TensorUsage::Output, "output0", 32768, vec![128, 128]),
+            ],
+            "{what}"
+        );
+        assert!(rt.model(h).unwrap().is_plumbing(), "{what}");
+        assert!(
+            host.contains(
+                Level::Warning,
+                "carries no simulator program: its executions run in plumbing mode and zero-fill the outputs"
+            ),
+            "{what}"
+        );
+        rt.unload(h).unwrap();
+        assert!(machine.staged_models().is_empty(), "{what}");
+    }
 }
 
 #[test]
-fn compiler_neff_is_refused_at_lnc_1() {
-    for (instance, vars) in [
-        (Instance::Trn1, vec![]),
-        (Instance::Trn2, vec![("NEURON_RT_VIRTUAL_CORE_SIZE", "1")]),
-    ] {
-        let (rt, _host, machine) = runtime(instance, &vars);
-        assert_err(
-            rt.load(&fixture(), 0, -1),
-            NrtStatus::Invalid,
-            "Insufficient number of pncs, required 2, available 1",
-        );
-        assert!(machine.staged_models().is_empty());
-        assert!(rt.loaded_models().unwrap().is_empty());
+fn compiler_and_built_neffs_are_refused_at_lnc_1() {
+    for (what, neff) in matmul_neffs() {
+        for (instance, vars) in [
+            (Instance::Trn1, vec![]),
+            (Instance::Trn2, vec![("NEURON_RT_VIRTUAL_CORE_SIZE", "1")]),
+        ] {
+            let (rt, _host, machine) = runtime(instance, &vars);
+            let e = rt.load(&neff, 0, -1).expect_err(what);
+            assert_eq!(e.status(), NrtStatus::Invalid, "{what}: {e:?}");
+            assert_eq!(
+                e.message(),
+                "Insufficient number of pncs, required 2, available 1",
+                "{what}"
+            );
+            assert!(machine.staged_models().is_empty(), "{what}");
+            assert!(rt.loaded_models().unwrap().is_empty(), "{what}");
+        }
     }
 }
 
 #[test]
 fn plumbing_execution_zero_fills_outputs() {
     let (rt, _host, machine) = runtime(Instance::Trn2, &[]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let (inputs, outputs) = device_sets(&rt, 3);
     rt.execute(h, &inputs, &outputs).unwrap();
     let mut out = vec![0xAAu8; 32768];
@@ -122,7 +139,7 @@ fn plumbing_execution_zero_fills_outputs() {
 #[test]
 fn host_tensors_are_cloned_to_device_and_copied_back() {
     let (rt, _host, machine) = runtime(Instance::Trn2, &[]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let before = machine.total_device_bytes_allocated();
     let mut inputs = TensorSet::new();
     inputs.add(
@@ -160,7 +177,7 @@ fn host_tensors_are_cloned_to_device_and_copied_back() {
 #[test]
 fn io_sets_are_validated_against_the_model() {
     let (rt, _host, _m) = runtime(Instance::Trn2, &[]);
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let id = h.id();
     let (inputs, outputs) = device_sets(&rt, 0);
     let mut missing = inputs.clone();
@@ -218,7 +235,7 @@ fn implicit_async_mode_refuses_host_tensors() {
         Instance::Trn2,
         &[("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "4")],
     );
-    let h = rt.load(&fixture(), 0, -1).unwrap();
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     let (mut inputs, outputs) = device_sets(&rt, 0);
     inputs.add(
         "x",
@@ -351,13 +368,13 @@ fn tensor_set_add_replaces_and_get_misses_with_failure() {
 #[test]
 fn explicit_and_least_loaded_core_choice() {
     let (rt, _host, _m) = runtime(Instance::Trn2, &[]);
-    let a = rt.load(&fixture(), -1, -1).unwrap();
-    let b = rt.load(&fixture(), -1, -1).unwrap();
-    let c = rt.load(&fixture(), 3, -1).unwrap();
-    let d = rt.load(&fixture(), -1, -1).unwrap();
+    let a = rt.load(&plumbing_matmul_neff(), -1, -1).unwrap();
+    let b = rt.load(&plumbing_matmul_neff(), -1, -1).unwrap();
+    let c = rt.load(&plumbing_matmul_neff(), 3, -1).unwrap();
+    let d = rt.load(&plumbing_matmul_neff(), -1, -1).unwrap();
     assert_eq!([a, b, c, d].map(|h| rt.model_lnc(h).unwrap()), [0, 1, 3, 2]);
     assert_err(
-        rt.load(&fixture(), 4, -1).map(|_| ()),
+        rt.load(&plumbing_matmul_neff(), 4, -1).map(|_| ()),
         NrtStatus::Invalid,
         "Logical Neuron Core 4 is not visible to this process (visible: 0-3)",
     );
@@ -369,7 +386,7 @@ fn failed_load_rolls_back_every_staged_subgraph() {
     let before = rt.driver().calls(DriverCall::StageSubgraph);
     rt.driver().fail_next(DriverCall::StageSubgraph);
     assert_err_prefix(
-        rt.load(&fixture(), 0, -1).map(|_| ()),
+        rt.load(&plumbing_matmul_neff(), 0, -1).map(|_| ()),
         NrtStatus::Failure,
         "Failed to stage subgraph sg0",
     );
@@ -394,9 +411,9 @@ fn failed_load_rolls_back_every_staged_subgraph() {
         },
     );
     init(&rt2, &[]).unwrap();
-    rt2.load(&fixture(), 0, -1).unwrap();
+    rt2.load(&plumbing_matmul_neff(), 0, -1).unwrap();
     assert_err(
-        rt2.load(&fixture(), 1, -1).map(|_| ()),
+        rt2.load(&plumbing_matmul_neff(), 1, -1).map(|_| ()),
         NrtStatus::Resource,
         "Too many models loaded: the registry holds 1 models",
     );
@@ -420,7 +437,7 @@ fn every_injected_failure_in_a_cycle_leaves_nothing_behind() {
         rt.driver().fail_next(call);
         // One load / execute (host and device tensors) / unload cycle.
         let result = (|| -> nrt_core::Result<()> {
-            let h = rt.load(&fixture(), 0, -1)?;
+            let h = rt.load(&plumbing_matmul_neff(), 0, -1)?;
             let mut inputs = TensorSet::new();
             inputs.add(
                 "x",
@@ -461,7 +478,7 @@ fn every_injected_failure_in_a_cycle_leaves_nothing_behind() {
             "{call:?} left a staged model"
         );
         init(&rt, &[]).unwrap();
-        let h = rt.load(&fixture(), 0, -1).unwrap();
+        let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
         let (inputs, outputs) = device_sets(&rt, 1);
         rt.execute(h, &inputs, &outputs).unwrap();
         drop((inputs, outputs));
@@ -479,9 +496,9 @@ fn plumbing_mode_can_be_refused() {
     let rt = Runtime::new(SimDriver::attach(&machine));
     init(&rt, &[]).unwrap();
     assert_err(
-        rt.load(&fixture(), 0, -1).map(|_| ()),
+        rt.load(&plumbing_matmul_neff(), 0, -1).map(|_| ()),
         NrtStatus::Failure,
-        "Failed to stage subgraph sg00 of file.neff on Neuron Core 0: simulated driver: this NEFF carries no simulator program and plumbing mode is disabled (NEURON_RT_SIM_PLUMBING=0)",
+        "Failed to stage subgraph sg00 of plumbing_matmul on Neuron Core 0: simulated driver: this NEFF carries no simulator program and plumbing mode is disabled (NEURON_RT_SIM_PLUMBING=0)",
     );
     assert!(machine.staged_models().is_empty());
 }
