@@ -106,22 +106,33 @@ pub const NEURON_NC_MAP_DEVICE: u32 = 0xffff_ffff;
 /// `NEURON_DEVICE_DRIVER_INFO_VERSION0`: the only [`DeviceDriverInfo::version`] so far.
 pub const NEURON_DEVICE_DRIVER_INFO_VERSION0: u32 = 0;
 
-/// `NEURON_DRIVER_FEATURE_DMABUF`.
-pub const NEURON_DRIVER_FEATURE_DMABUF: u64 = 1 << 0;
-/// `NEURON_DRIVER_FEATURE_ASYNC_DMA`.
-pub const NEURON_DRIVER_FEATURE_ASYNC_DMA: u64 = 1 << 1;
-/// `NEURON_DRIVER_FEATURE_BATCH_DMAQ_INIT`.
-pub const NEURON_DRIVER_FEATURE_BATCH_DMAQ_INIT: u64 = 1 << 2;
-/// `NEURON_DRIVER_FEATURE_BIG_CORE_MAPS`: the `CRWL_NC_RANGE_*_EXT0` requests are served.
-pub const NEURON_DRIVER_FEATURE_BIG_CORE_MAPS: u64 = 1 << 3;
-/// `NEURON_DRIVER_FEATURE_MEM_ALLOC_TYPE`.
-pub const NEURON_DRIVER_FEATURE_MEM_ALLOC_TYPE: u64 = 1 << 4;
-/// `NEURON_DRIVER_FEATURE_HBM_SCRUB`.
-pub const NEURON_DRIVER_FEATURE_HBM_SCRUB: u64 = 1 << 5;
-/// `NEURON_DRIVER_FEATURE_MEM_ALLOC64`.
-pub const NEURON_DRIVER_FEATURE_MEM_ALLOC64: u64 = 1 << 6;
-/// `NEURON_DRIVER_FEATURE_CONTIGUOUS_SCRATCHPAD`.
-pub const NEURON_DRIVER_FEATURE_CONTIGUOUS_SCRATCHPAD: u64 = 1 << 7;
+bitflags::bitflags! {
+    /// `enum neuron_driver_feature_flag`: what the driver serves, from
+    /// [`DeviceDriverInfo::feature_flags1`] ([`DeviceDriverInfo::features`]). Bits this version
+    /// does not name are kept.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct DriverFeatures: u64 {
+        /// `NEURON_DRIVER_FEATURE_DMABUF`.
+        const DMABUF = 1 << 0;
+        /// `NEURON_DRIVER_FEATURE_ASYNC_DMA`.
+        const ASYNC_DMA = 1 << 1;
+        /// `NEURON_DRIVER_FEATURE_BATCH_DMAQ_INIT`.
+        const BATCH_DMAQ_INIT = 1 << 2;
+        /// `NEURON_DRIVER_FEATURE_BIG_CORE_MAPS`: the `CRWL_NC_RANGE_*_EXT0` requests are
+        /// served.
+        const BIG_CORE_MAPS = 1 << 3;
+        /// `NEURON_DRIVER_FEATURE_MEM_ALLOC_TYPE`.
+        const MEM_ALLOC_TYPE = 1 << 4;
+        /// `NEURON_DRIVER_FEATURE_HBM_SCRUB`.
+        const HBM_SCRUB = 1 << 5;
+        /// `NEURON_DRIVER_FEATURE_MEM_ALLOC64`.
+        const MEM_ALLOC64 = 1 << 6;
+        /// `NEURON_DRIVER_FEATURE_CONTIGUOUS_SCRATCHPAD`.
+        const CONTIGUOUS_SCRATCHPAD = 1 << 7;
+        // Bits of later drivers.
+        const _ = !0;
+    }
+}
 
 /// `NEURON_CINIT_STATE_STARTED`.
 pub const NEURON_CINIT_STATE_STARTED: u32 = 1;
@@ -175,8 +186,14 @@ pub struct DeviceDriverInfo {
     pub version: u32,
     /// Struct size the driver filled in.
     pub size: u32,
-    /// `NEURON_DRIVER_FEATURE_*` bits.
+    /// `NEURON_DRIVER_FEATURE_*` bits ([`DeviceDriverInfo::features`]).
     pub feature_flags1: u64,
+}
+impl DeviceDriverInfo {
+    /// The feature flags as a set.
+    pub const fn features(&self) -> DriverFeatures {
+        DriverFeatures::from_bits_retain(self.feature_flags1)
+    }
 }
 const _: () = assert!(size_of::<DeviceDriverInfo>() == 24);
 const _: () = assert!(align_of::<DeviceDriverInfo>() == 8);

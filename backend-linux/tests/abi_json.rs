@@ -213,47 +213,18 @@ fn constants_match_json() {
         u64::from(sys::NEURON_DEVICE_DRIVER_INFO_VERSION0)
     );
 
-    let flags = [
-        (
-            "NEURON_DRIVER_FEATURE_DMABUF",
-            sys::NEURON_DRIVER_FEATURE_DMABUF,
-        ),
-        (
-            "NEURON_DRIVER_FEATURE_ASYNC_DMA",
-            sys::NEURON_DRIVER_FEATURE_ASYNC_DMA,
-        ),
-        (
-            "NEURON_DRIVER_FEATURE_BATCH_DMAQ_INIT",
-            sys::NEURON_DRIVER_FEATURE_BATCH_DMAQ_INIT,
-        ),
-        (
-            "NEURON_DRIVER_FEATURE_BIG_CORE_MAPS",
-            sys::NEURON_DRIVER_FEATURE_BIG_CORE_MAPS,
-        ),
-        (
-            "NEURON_DRIVER_FEATURE_MEM_ALLOC_TYPE",
-            sys::NEURON_DRIVER_FEATURE_MEM_ALLOC_TYPE,
-        ),
-        (
-            "NEURON_DRIVER_FEATURE_HBM_SCRUB",
-            sys::NEURON_DRIVER_FEATURE_HBM_SCRUB,
-        ),
-        (
-            "NEURON_DRIVER_FEATURE_MEM_ALLOC64",
-            sys::NEURON_DRIVER_FEATURE_MEM_ALLOC64,
-        ),
-        (
-            "NEURON_DRIVER_FEATURE_CONTIGUOUS_SCRATCHPAD",
-            sys::NEURON_DRIVER_FEATURE_CONTIGUOUS_SCRATCHPAD,
-        ),
-    ];
-    for (name, value) in flags {
+    // Every named driver feature flag, by its C name.
+    let mut named = 0;
+    for (name, flag) in sys::DriverFeatures::all().iter_names() {
+        let c_name = format!("NEURON_DRIVER_FEATURE_{name}");
         assert_eq!(
-            enum_value(&abi, "neuron_driver_feature_flag", name),
-            value,
-            "{name}"
+            enum_value(&abi, "neuron_driver_feature_flag", &c_name),
+            flag.bits(),
+            "{c_name}"
         );
+        named += 1;
     }
+    assert_eq!(named, 8, "the driver features this backend names");
     let cinit = [
         (
             "NEURON_CINIT_STATE_STARTED",
