@@ -175,14 +175,18 @@ fn out<T>(p: *mut T, what: &str) -> Result<*mut T, Error> {
 
 // ---- lifecycle ---------------------------------------------------------------------------------
 
-/// Opens the backend the `NEURON_RT_*` variables select, unless one is chosen already. With
-/// `auto` and no Neuron device nothing is chosen (discovery then fails as libnrt's does) and
-/// the log says how to select the simulator.
+/// Opens the backend the `NEURON_RT_*` variables select, unless one is chosen already. An
+/// invalid value is logged and returned (`NRT_INVALID`); with `auto` and no Neuron device
+/// nothing is chosen (discovery then fails as libnrt's does) and the log says how to select
+/// the simulator.
 fn choose_backend() -> Result<(), Error> {
     if DRIVER.get().is_some() {
         return Ok(());
     }
-    let selection = Selection::from_vars(FrontEnd::CLibrary, &EnvVars::capture())?;
+    let selection =
+        Selection::from_vars(FrontEnd::CLibrary, &EnvVars::capture()).inspect_err(|e| {
+            rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
+        })?;
     match selection.open() {
         Some(driver) => {
             let _ = DRIVER.get_or_choose(|| driver);

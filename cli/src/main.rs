@@ -11,6 +11,11 @@
 //! nrt run MODEL.neff --trace t.json && nrt trace render t.json -o timeline.svg
 //! ```
 //!
+//! The backend and the simulated machine come from `--backend`, `--instance` and (for `ls`)
+//! `--devices`, or, for what they leave unset, from the `NEURON_RT_*` variables the C library
+//! reads (`nrt_backend::Selection`); the command's backend defaults to the simulator, the
+//! machine to trn1 × 1.
+//!
 //! Every failure is one line on stderr (`error: …`) and a non-zero exit status: 1 for a
 //! failure, 2 for a usage error.
 
