@@ -1,13 +1,18 @@
 //! `libnrt`: the libnrt 2.31 C ABI over `nrt-core`, for existing C and C++ programs.
 //!
 //! One process-global runtime backs the C API. The backend is chosen at the first `nrt_init`
-//! from `NEURON_RT_BACKEND`:
+//! (or the first count call, which works before it) from the `NEURON_RT_*` variables, read by
+//! [`nrt_backend::Selection`] exactly as the `nrt` command reads them — only the default of
+//! `NEURON_RT_BACKEND` differs (`auto` here, `sim` for the command):
 //!
-//! | value | backend |
+//! | value of `NEURON_RT_BACKEND` | backend |
 //! | --- | --- |
-//! | `auto` (default) | the Linux driver when `/dev/neuron0` exists; otherwise `nrt_init` fails as libnrt does ("Cannot find Neuron devices…", `NRT_INVALID`) and says how to select the simulator |
-//! | `sim` | the simulator: `NEURON_RT_SIM_INSTANCE` = `trn2` (default), `trn1` or `inf2`; `NEURON_RT_SIM_DEVICES` = device count (default 1); `NEURON_RT_SIM_PLUMBING=0` refuses NEFFs without a simulator program instead of running them in plumbing mode |
+//! | `auto` (default) | the Linux driver when `/dev/neuron0` exists; otherwise `nrt_init` fails as libnrt does ("Cannot find Neuron devices…", `NRT_INVALID`) and the log says to set `NEURON_RT_BACKEND=sim` |
+//! | `sim` | the simulator: `NEURON_RT_SIM_INSTANCE` = `trn1` (default), `inf2` or `trn2`; `NEURON_RT_SIM_DEVICES` = device count, 1 to 64 (default 1); `NEURON_RT_SIM_PLUMBING=0` refuses NEFFs without a simulator program instead of running them in plumbing mode |
 //! | `linux` | the Linux driver |
+//!
+//! An invalid value of any of these variables makes `nrt_init` fail with `NRT_INVALID` and a
+//! message naming it.
 //!
 //! Every exported function runs through [`api!`]: panics are caught (→ `NRT_FAILURE` and a log
 //! line) and pointers are checked (NULL → `NRT_INVALID`). Model, tensor and tensor-set pointers
@@ -22,15 +27,16 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
+use nrt_backend::{AnyDriver, FrontEnd, NO_DEVICE_HINT, Selection};
 use nrt_core::io::TensorUsage;
 use nrt_core::tensor::{Tensor, TensorPlacement, TensorSet};
 use nrt_core::{
     CompletionHook, Error, FrameworkType, InitState, ModelHandle, NrtStatus, Runtime, Xu, err,
 };
 use nrt_host::EnvVars;
-use nrt_sim::{Instance, SimConfig, SimDriver, SimMachine};
+use nrt_sim::Instance;
 
-use backend::{Backend, SwitchDriver};
+use backend::SwitchDriver;
 use host::{CHost, InCall};
 
 type Rt = Runtime<&'static SwitchDriver, CHost>;
@@ -169,56 +175,25 @@ fn out<T>(p: *mut T, what: &str) -> Result<*mut T, Error> {
 
 // ---- lifecycle ---------------------------------------------------------------------------------
 
-fn choose_backend() -> Result<Option<Backend>, Error> {
-    let which = std::env::var("NEURON_RT_BACKEND").unwrap_or_else(|_| "auto".into());
-    let sim = || -> Result<Backend, Error> {
-        let instance = match std::env::var("NEURON_RT_SIM_INSTANCE") {
-            Err(_) => Instance::Trn2,
-            Ok(v) => Instance::from_name(&v).ok_or_else(|| {
-                err!(
-                    Invalid,
-                    "Invalid value for NEURON_RT_SIM_INSTANCE: \"{v}\": expected trn1, inf2 or trn2"
-                )
-            })?,
-        };
-        let devices = match std::env::var("NEURON_RT_SIM_DEVICES") {
-            Err(_) => 1,
-            Ok(v) => v
-                .parse::<u32>()
-                .ok()
-                .filter(|&d| (1..=64).contains(&d))
-                .ok_or_else(|| {
-                    err!(
-                        Invalid,
-                        "Invalid value for NEURON_RT_SIM_DEVICES: \"{v}\": expected 1 to 64"
-                    )
-                })?,
-        };
-        Ok(Backend::Sim(SimDriver::attach(&SimMachine::new(
-            SimConfig::funtime(instance, devices),
-        ))))
-    };
-    match which.as_str() {
-        "sim" => sim().map(Some),
-        "linux" => Ok(Some(Backend::Linux(nrt_linux::LinuxDriver::new()))),
-        "auto" => {
-            if std::path::Path::new("/dev/neuron0").exists() {
-                Ok(Some(Backend::Linux(nrt_linux::LinuxDriver::new())))
-            } else {
-                rt().log(
-                    nrt_core::Level::Error,
-                    format_args!(
-                        "No /dev/neuron0: set NEURON_RT_BACKEND=sim to run on the simulator"
-                    ),
-                );
-                Ok(None)
-            }
-        }
-        other => Err(err!(
-            Invalid,
-            "Invalid value for NEURON_RT_BACKEND: \"{other}\": expected auto, sim or linux"
-        )),
+/// Opens the backend the `NEURON_RT_*` variables select, unless one is chosen already. An
+/// invalid value is logged and returned (`NRT_INVALID`); with `auto` and no Neuron device
+/// nothing is chosen (discovery then fails as libnrt's does) and the log says how to select
+/// the simulator.
+fn choose_backend() -> Result<(), Error> {
+    if DRIVER.get().is_some() {
+        return Ok(());
     }
+    let selection =
+        Selection::from_vars(FrontEnd::CLibrary, &EnvVars::capture()).inspect_err(|e| {
+            rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
+        })?;
+    match selection.open() {
+        Some(driver) => {
+            let _ = DRIVER.get_or_choose(|| driver);
+        }
+        None => rt().log(nrt_core::Level::Error, format_args!("{NO_DEVICE_HINT}")),
+    }
+    Ok(())
 }
 
 static WORKERS_STOP: AtomicBool = AtomicBool::new(false);
@@ -257,11 +232,7 @@ pub unsafe extern "C" fn nrt_init(
     fal_version: *const c_char,
 ) -> u32 {
     api!("nrt_init", {
-        if DRIVER.get().is_none() {
-            if let Some(b) = choose_backend()? {
-                let _ = DRIVER.get_or_choose(|| b);
-            }
-        }
+        choose_backend()?;
         // SAFETY: the caller's contract.
         let fw = unsafe { cstr(fw_version) }.unwrap_or_default();
         // SAFETY: the caller's contract.
@@ -324,11 +295,7 @@ pub extern "C" fn nrt_get_status_as_str(status: u32) -> *const c_char {
 /// calls work before `nrt_init`).
 fn machine_counts() -> Result<(u32, u32, u32), Error> {
     use nrt_core::driver::Driver;
-    if DRIVER.get().is_none() {
-        if let Some(b) = choose_backend()? {
-            let _ = DRIVER.get_or_choose(|| b);
-        }
-    }
+    choose_backend()?;
     let info = DRIVER
         .discover()
         .map_err(|_| err!(Invalid, "Cannot find Neuron devices"))?;
@@ -398,8 +365,8 @@ pub unsafe extern "C" fn nrt_get_instance_info(info: *mut c_void, len: usize) ->
     api!("nrt_get_instance_info", {
         let p = out(info.cast::<u8>(), "instance info")?;
         rt().guard()?;
-        let (family, arch): (u32, &[u8]) = match DRIVER.get() {
-            Some(Backend::Sim(d)) => match d.machine().config().instance {
+        let (family, arch): (u32, &[u8]) = match DRIVER.get().and_then(AnyDriver::as_sim) {
+            Some(d) => match d.machine().config().instance {
                 Instance::Trn1 => (2, b"trn1"),
                 Instance::Inf2 => (4, b"inf2"),
                 Instance::Trn2 => (5, b"trn2"),
@@ -1470,8 +1437,8 @@ pub unsafe extern "C" fn nrt_get_vnc_memory_stats(
         let p = out(stats.cast::<u8>(), "stats")?;
         let abs = rt().absolute_lnc(vnc.into())?;
         let device = rt().topology()?.device_of_lnc(abs);
-        let (used, limit) = match DRIVER.get() {
-            Some(Backend::Sim(d)) => {
+        let (used, limit) = match DRIVER.get().and_then(AnyDriver::as_sim) {
+            Some(d) => {
                 let m = d.machine();
                 (
                     m.device_bytes_allocated(device),

@@ -1,26 +1,39 @@
-//! Backends (the simulator, the Linux driver), the CLI's runtime host, and model loading.
+//! The backend the CLI runs on (chosen by `nrt_backend::Selection` from the `NEURON_RT_*`
+//! variables and the command's flags), the CLI's runtime host, and model loading.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use clap::ValueEnum;
+use nrt_backend::{
+    AnyDriver, BackendChoice, BackendKind, Flags, FrontEnd, NO_DEVICE_HINT, Selection,
+};
 use nrt_core::io::{TensorInfo, TensorUsage};
 use nrt_core::neff::{self, Neff, ParseOptions, SIM_PROGRAM_MEMBER};
-use nrt_core::{Driver, FrameworkType, Host, Level, Runtime};
+use nrt_core::{FrameworkType, Host, Level, Runtime};
 use nrt_host::{EnvVars, StdHost, StdPlatform};
-use nrt_sim::Instance;
 use nrt_sim::engine::Program;
+use nrt_sim::{Instance, Reports};
 
 use crate::error::{CliError, Context, Result, bail};
 use crate::spec;
 
-/// Which driver the runtime runs on.
+/// Which driver the runtime runs on (`--backend`; `NEURON_RT_BACKEND` when not given).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Backend {
     /// The cycle-level simulator: no hardware needed.
     Sim,
     /// The Linux kernel driver (`/dev/neuron*`): discovery only for now.
     Linux,
+}
+
+impl Backend {
+    fn choice(self) -> BackendChoice {
+        match self {
+            Backend::Sim => BackendChoice::Sim,
+            Backend::Linux => BackendChoice::Linux,
+        }
+    }
 }
 
 /// A simulated instance family.
@@ -41,6 +54,86 @@ impl InstanceArg {
             InstanceArg::Trn1 => Instance::Trn1,
             InstanceArg::Trn2 => Instance::Trn2,
         }
+    }
+}
+
+/// The backend a command runs on: the selection and the backend it resolved to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Chosen {
+    pub(crate) selection: Selection,
+    pub(crate) kind: BackendKind,
+}
+
+/// Chooses the backend from the command's flags, then the `NEURON_RT_*` variables for what the
+/// flags leave unset (the CLI's backend defaults to the simulator); the simulator keeps
+/// `reports` of each execution.
+pub(crate) fn choose(
+    backend: Option<Backend>,
+    instance: Option<InstanceArg>,
+    devices: Option<u32>,
+    reports: Reports,
+) -> Result<Chosen> {
+    let flags = Flags {
+        backend: backend.map(Backend::choice),
+        instance: instance.map(InstanceArg::instance),
+        devices,
+    };
+    let selection = Selection::with_flags(FrontEnd::Cli, &EnvVars::capture(), flags)
+        .map_err(|e| CliError::usage(e.message()))?
+        .with_reports(reports);
+    let Some(kind) = selection.resolve() else {
+        bail!("{NO_DEVICE_HINT} (or pass --backend sim)");
+    };
+    if kind == BackendKind::Linux {
+        if instance.is_some() {
+            return Err(CliError::usage(
+                "--instance applies to the sim backend only (the linux backend uses the machine's devices)",
+            ));
+        }
+        if devices.is_some() {
+            return Err(CliError::usage("--devices applies to the sim backend only"));
+        }
+    }
+    Ok(Chosen { selection, kind })
+}
+
+impl Chosen {
+    /// A driver of the chosen backend (the simulator: on a fresh machine).
+    pub(crate) fn open(&self) -> AnyDriver {
+        self.selection.open_kind(self.kind)
+    }
+
+    /// The backend's name for messages.
+    pub(crate) fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    /// The summary's backend line for a model on logical core `vnc`.
+    pub(crate) fn line(&self, vnc: u32) -> String {
+        match self.kind {
+            BackendKind::Sim => {
+                let d = self.selection.devices;
+                format!(
+                    "sim: simulated {} ({d} device{}, funtime), model on logical core {vnc}",
+                    self.selection.instance.name(),
+                    if d == 1 { "" } else { "s" }
+                )
+            }
+            BackendKind::Linux => format!("linux: /dev/neuron*, model on logical core {vnc}"),
+        }
+    }
+
+    /// A hint for a NEFF that needs larger logical cores than the simulated instance has
+    /// (empty when none applies), to append to a load error.
+    pub(crate) fn lnc_hint(&self, model: &Model) -> String {
+        nrt_backend::lnc_hint(
+            FrontEnd::Cli,
+            self.kind,
+            self.selection.instance,
+            model.neff.subgraphs.len(),
+        )
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default()
     }
 }
 
@@ -83,11 +176,11 @@ impl Host for CliHost {
     }
 }
 
-/// The CLI's runtime over driver `D`.
-pub(crate) type Rt<D> = Runtime<D, Arc<CliHost>>;
+/// The CLI's runtime.
+pub(crate) type Rt = Runtime<AnyDriver, Arc<CliHost>>;
 
 /// `init` with the process environment's `NEURON_RT_*` variables.
-pub(crate) fn init<D: Driver>(rt: &Rt<D>, backend: &str) -> Result<()> {
+pub(crate) fn init(rt: &Rt, backend: &str) -> Result<()> {
     rt.init(FrameworkType::NoFw, "", "", &EnvVars::capture())
         .map_err(|e| CliError::new(format!("{backend} runtime: {}", e.message())))
 }
@@ -95,19 +188,6 @@ pub(crate) fn init<D: Driver>(rt: &Rt<D>, backend: &str) -> Result<()> {
 /// A runtime error as a CLI error: `what: message`.
 pub(crate) fn rt_err(what: impl std::fmt::Display) -> impl FnOnce(nrt_core::Error) -> CliError {
     move |e| CliError::new(format!("{what}: {}", e.message()))
-}
-
-/// A hint for a NEFF that needs larger logical cores than the simulated instance has.
-pub(crate) fn lnc_hint(model: &Model, backend: Backend, instance: Instance) -> String {
-    let n = model.neff.subgraphs.len();
-    if backend == Backend::Sim && n > 1 && instance.arch().default_lnc_size() < n as u32 {
-        format!(
-            " (this NEFF has {n} subgraphs, one per physical core of a logical core of {n}: try \
-             --instance trn2)"
-        )
-    } else {
-        String::new()
-    }
 }
 
 /// Where a model came from.

@@ -1,23 +1,24 @@
 //! `nrt bench`: execution latency (p50/p99) and throughput through the runtime, with the
-//! simulated time of one execution.
+//! simulated time of one execution (from the report the simulator kept of the last one).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use nrt_backend::BackendKind;
+use nrt_core::Runtime;
 use nrt_core::io::{TensorInfo, TensorUsage};
-use nrt_core::{Driver, Runtime};
-use nrt_linux::LinuxDriver;
-use nrt_sim::SimDriver;
-use nrt_sim::engine::{TICKS_PER_SECOND, TIMING_MODEL};
+use nrt_sim::Reports;
+use nrt_sim::engine::{self, TICKS_PER_SECOND, TIMING_MODEL};
 
 use crate::BenchArgs;
 use crate::backend::{
-    Backend, CliHost, InputSource, Model, Rt, gather_inputs, init, lnc_hint, load_model, rt_err,
+    CliHost, InputSource, Model, Rt, choose, gather_inputs, init, load_model, rt_err,
 };
 use crate::error::{CliError, Result};
 use crate::out::{self, Report};
-use crate::run::{inputs_table, model_line, sim_time, tensor_sets};
+use crate::run::{
+    inputs_table, model_line, program_runs_line, sim_time, subgraph_reports, tensor_sets,
+};
 
 /// Timed executions at least this many get a progress bar (shown only on a terminal).
 const PROGRESS_FROM: u32 = 20;
@@ -28,6 +29,9 @@ struct BenchResult {
     wall: Duration,
     plumbing: bool,
     vnc: u32,
+    /// Simulated ticks of the last execution (its slowest subgraph), from the simulator's
+    /// report; `None` off the simulator or in plumbing mode.
+    ticks: Option<u64>,
 }
 
 /// The nearest-rank percentile `p` (0–100) of sorted values.
@@ -42,8 +46,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
         .unwrap_or_default()
 }
 
-fn bench_on<D: Driver + Sync>(
-    rt: &Rt<D>,
+fn bench_on(
+    rt: &Rt,
     backend: &str,
     model: &Model,
     inputs: &[(TensorInfo, Vec<u8>, InputSource)],
@@ -112,6 +116,10 @@ fn bench_on<D: Driver + Sync>(
     for r in per_thread {
         latencies.extend(r?);
     }
+    let ticks = subgraph_reports(rt, h)
+        .iter()
+        .filter_map(|s| s.report.as_ref().map(|x| x.ticks))
+        .max();
     rt.unload(h).map_err(rt_err("cannot unload the model"))?;
     rt.close();
     for e in rt.host().take_errors() {
@@ -122,34 +130,18 @@ fn bench_on<D: Driver + Sync>(
         wall,
         plumbing,
         vnc,
+        ticks,
     })
 }
 
 pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
-    let instance = a.target.instance()?;
+    let chosen = choose(a.target.backend, a.target.instance, None, Reports::Counters)?;
     let model = load_model(&a.model)?;
     let inputs = gather_inputs(&model, &a.input)?;
-    let hint = lnc_hint(&model, a.target.backend, instance);
-    let (res, backend_line, ticks) = match a.target.backend {
-        Backend::Sim => {
-            let driver = SimDriver::new(instance, 1);
-            let machine = Arc::clone(driver.machine());
-            let rt = Runtime::with_host(driver, CliHost::new());
-            let res = bench_on(&rt, "sim", &model, &inputs, a, &hint)?;
-            let line = format!(
-                "sim: simulated {} (1 device, funtime), model on logical core {}",
-                instance.name(),
-                res.vnc
-            );
-            (res, line, Some(machine.last_ticks()))
-        }
-        Backend::Linux => {
-            let rt = Runtime::with_host(LinuxDriver::new(), CliHost::new());
-            let res = bench_on(&rt, "linux", &model, &inputs, a, &hint)?;
-            let line = format!("linux: /dev/neuron*, model on logical core {}", res.vnc);
-            (res, line, None)
-        }
-    };
+    let hint = chosen.lnc_hint(&model);
+    let rt = Runtime::with_host(chosen.open(), CliHost::new());
+    let res = bench_on(&rt, chosen.name(), &model, &inputs, a, &hint)?;
+    let ticks = res.ticks;
     let mut sorted = res.latencies.clone();
     sorted.sort();
     let n = sorted.len().max(1) as u32;
@@ -158,7 +150,7 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
 
     let mut r = Report::new();
     r.field("model", model_line(&model));
-    r.field("backend", backend_line);
+    r.field("backend", chosen.line(res.vnc));
     inputs_table(&mut r, &inputs);
     r.field(
         "runs",
@@ -205,8 +197,9 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
             r.field(
                 "simulated",
                 format!(
-                    "{} per execution → {} executions/s on one NeuronCore (timing model \
-                     {TIMING_MODEL}, not validated against hardware)",
+                    "{} per execution → {} executions/s on one NeuronCore (the simulator's \
+                     report of the last execution; timing model {TIMING_MODEL}, not validated \
+                     against hardware)",
                     sim_time(t),
                     out::rate(TICKS_PER_SECOND as f64 / t as f64)
                 ),
@@ -218,6 +211,16 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
             );
         }
         _ => {}
+    }
+    if chosen.kind == BackendKind::Sim {
+        r.field(
+            "engine",
+            program_runs_line(
+                engine::program_runs(),
+                u64::from(a.warmup) + u64::from(a.iterations),
+                model.programs.len() as u64,
+            ),
+        );
     }
     r.print();
     Ok(())

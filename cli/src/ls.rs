@@ -1,11 +1,12 @@
 //! `nrt ls`: devices and cores of a backend, in the style of `neuron-ls`.
 
+use nrt_backend::{AnyDriver, BackendKind};
 use nrt_core::driver::{Arch, DeviceInfo, Platform};
 use nrt_core::{CoreBitmap, Driver, Runtime};
-use nrt_linux::LinuxDriver;
-use nrt_sim::{Instance, SimConfig, SimDriver};
+use nrt_sim::Reports;
 
-use crate::backend::{Backend, CliHost, init, rt_err};
+use crate::LsArgs;
+use crate::backend::{CliHost, choose, init, rt_err};
 use crate::error::{CliError, Result};
 use crate::out::{self, Report};
 
@@ -54,8 +55,8 @@ fn boxed(r: &mut Report, header: &[&str], rows: &[Vec<String>]) {
     r.line(&rule);
 }
 
-fn show<D: Driver + Sync>(
-    driver: D,
+fn show(
+    driver: AnyDriver,
     backend: &str,
     title: String,
     hbm_per_device: Option<u64>,
@@ -135,13 +136,15 @@ fn show<D: Driver + Sync>(
     Ok(())
 }
 
-pub(crate) fn ls(backend: Backend, instance: Instance, devices: u32) -> Result<()> {
-    match backend {
-        Backend::Sim => {
-            let driver = SimDriver::with_config(SimConfig::funtime(instance, devices));
+pub(crate) fn ls(a: &LsArgs) -> Result<()> {
+    let chosen = choose(a.target.backend, a.target.instance, a.devices, Reports::Off)?;
+    let driver = chosen.open();
+    match chosen.kind {
+        BackendKind::Sim => {
+            let instance = chosen.selection.instance;
             show(
                 driver,
-                "sim",
+                chosen.name(),
                 format!(
                     "sim: simulated {} instance, funtime mode (no kernel driver)",
                     instance.name()
@@ -149,16 +152,15 @@ pub(crate) fn ls(backend: Backend, instance: Instance, devices: u32) -> Result<(
                 Some(instance.hbm_bytes_per_device()),
             )
         }
-        Backend::Linux => {
-            if devices != 1 {
-                return Err(CliError::usage("--devices applies to the sim backend only"));
-            }
-            let driver = LinuxDriver::new();
-            let title = format!(
-                "linux: {} (kernel driver)",
-                driver.dev_dir().join("neuron*").display()
-            );
-            show(driver, "linux", title, None)
+        BackendKind::Linux => {
+            let title = match driver.as_linux() {
+                Some(d) => format!(
+                    "linux: {} (kernel driver)",
+                    d.dev_dir().join("neuron*").display()
+                ),
+                None => "linux (kernel driver)".to_owned(),
+            };
+            show(driver, chosen.name(), title, None)
         }
     }
 }

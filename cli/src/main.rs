@@ -11,6 +11,11 @@
 //! nrt run MODEL.neff --trace t.json && nrt trace render t.json -o timeline.svg
 //! ```
 //!
+//! The backend and the simulated machine come from `--backend`, `--instance` and (for `ls`)
+//! `--devices`, or, for what they leave unset, from the `NEURON_RT_*` variables the C library
+//! reads (`nrt_backend::Selection`); the command's backend defaults to the simulator, the
+//! machine to trn1 × 1.
+//!
 //! Every failure is one line on stderr (`error: …`) and a non-zero exit status: 1 for a
 //! failure, 2 for a usage error.
 
@@ -33,7 +38,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use backend::{Backend, InstanceArg};
-use error::{CliError, Result};
+use error::Result;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -65,26 +70,16 @@ enum Cmd {
     },
 }
 
-/// Where a model runs.
+/// Where a model runs. Each flag given overrides its `NEURON_RT_*` variable (see
+/// `nrt_backend`); the backend defaults to the simulator, the instance to trn1.
 #[derive(Debug, Args)]
 struct Target {
-    /// Backend: the simulator, or the Linux driver (/dev/neuron*)
-    #[arg(long, value_enum, default_value_t = Backend::Sim)]
-    backend: Backend,
-    /// Simulated instance family [default: trn1] (sim backend only)
+    /// Backend: the simulator, or the Linux driver (/dev/neuron*) [default: NEURON_RT_BACKEND, else sim]
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// Simulated instance family [default: NEURON_RT_SIM_INSTANCE, else trn1] (sim backend only)
     #[arg(long, value_enum)]
     instance: Option<InstanceArg>,
-}
-
-impl Target {
-    fn instance(&self) -> Result<nrt_sim::Instance> {
-        match (self.backend, self.instance) {
-            (Backend::Linux, Some(_)) => Err(CliError::usage(
-                "--instance applies to the sim backend only (the linux backend uses the machine's devices)",
-            )),
-            (_, i) => Ok(i.unwrap_or(InstanceArg::Trn1).instance()),
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -118,9 +113,9 @@ struct InfoArgs {
 struct LsArgs {
     #[command(flatten)]
     target: Target,
-    /// Simulated devices (sim backend only)
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
-    devices: u32,
+    /// Simulated devices [default: NEURON_RT_SIM_DEVICES, else 1] (sim backend only)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    devices: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -198,7 +193,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Run(a) => run::run(&a),
         Cmd::Info(a) => info::info(&a.model),
-        Cmd::Ls(a) => ls::ls(a.target.backend, a.target.instance()?, a.devices),
+        Cmd::Ls(a) => ls::ls(&a),
         Cmd::Build(a) => build::build(&a.spec, &a.output, a.inputs_dir.as_deref()),
         Cmd::Bench(a) => bench::bench(&a),
         Cmd::Trace {

@@ -1,23 +1,22 @@
-//! `nrt run`: load, execute through the runtime, summarise; on the simulator, per-engine
-//! counters and the timeline from a second run of the same program on the engine.
+//! `nrt run`: load, execute through the runtime, summarise; on the simulator, the per-engine
+//! counters, simulated time and timeline of the last execution, from the report the simulator
+//! kept of it.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nrt_backend::BackendKind;
 use nrt_core::io::{TensorInfo, TensorUsage};
 use nrt_core::tensor::{TensorPlacement, TensorSet};
-use nrt_core::{Driver, Runtime};
-use nrt_linux::LinuxDriver;
+use nrt_core::{ModelHandle, Runtime};
+use nrt_sim::Reports;
 use nrt_sim::engine::{
-    Counters, Device, EngineId, ExecOptions, ExecReport, TICKS_PER_SECOND, TIMING_MODEL,
-    TensorKind, trace,
+    self, Counters, EngineId, ExecReport, TICKS_PER_SECOND, TIMING_MODEL, trace,
 };
-use nrt_sim::{Instance, SimDriver};
 
 use crate::backend::{
-    Backend, CliHost, InputSource, Model, Rt, Source, gather_inputs, init, lnc_hint, load_model,
-    rt_err,
+    CliHost, InputSource, Model, Rt, Source, choose, gather_inputs, init, load_model, rt_err,
 };
 use crate::error::{CliError, Context, Result, bail};
 use crate::out::{self, Report};
@@ -25,8 +24,8 @@ use crate::tensors::{self, dtype_name, shape_str};
 use crate::{RunArgs, npy};
 
 /// The runtime's tensors for one execution: inputs written, outputs allocated.
-pub(crate) fn tensor_sets<'rt, D: Driver + Sync>(
-    rt: &'rt Rt<D>,
+pub(crate) fn tensor_sets<'rt>(
+    rt: &'rt Rt,
     inputs: &[(TensorInfo, Vec<u8>, InputSource)],
     outputs: &[TensorInfo],
 ) -> Result<(TensorSet<'rt>, TensorSet<'rt>)> {
@@ -49,6 +48,42 @@ pub(crate) fn tensor_sets<'rt, D: Driver + Sync>(
     Ok((is, os))
 }
 
+/// What the simulator kept of the last execution of one subgraph of a model.
+#[derive(Debug)]
+pub(crate) struct SubgraphReport {
+    /// The subgraph's index in the model.
+    pub(crate) index: usize,
+    /// The absolute physical core it is staged on.
+    pub(crate) pnc: u32,
+    /// The core's last report (`None` in plumbing mode, or when the machine keeps none).
+    pub(crate) report: Option<Arc<ExecReport>>,
+}
+
+/// The reports of the last execution of model `h` on the physical cores of its subgraphs, as
+/// the simulator kept them (empty on another backend). Call it while the model is loaded.
+pub(crate) fn subgraph_reports(rt: &Rt, h: ModelHandle) -> Vec<SubgraphReport> {
+    let Some(sim) = rt.driver().as_sim() else {
+        return Vec::new();
+    };
+    let machine = sim.machine();
+    let Ok(model) = rt.model(h) else {
+        return Vec::new();
+    };
+    model
+        .staged()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, s)| {
+            let pnc = machine.staged_pnc(s.handle)?;
+            Some(SubgraphReport {
+                index,
+                pnc,
+                report: machine.last_report(pnc),
+            })
+        })
+        .collect()
+}
+
 /// What a run through the runtime gave.
 #[derive(Debug)]
 pub(crate) struct RuntimeRun {
@@ -57,11 +92,13 @@ pub(crate) struct RuntimeRun {
     pub(crate) outputs: Vec<(TensorInfo, Vec<u8>)>,
     pub(crate) plumbing: bool,
     pub(crate) vnc: u32,
+    /// The simulator's reports of the last execution, per subgraph.
+    pub(crate) reports: Vec<SubgraphReport>,
 }
 
 /// Runs `model` `repeat` times on an initialised-here runtime, then unloads and closes.
-fn run_on<D: Driver + Sync>(
-    rt: &Rt<D>,
+fn run_on(
+    rt: &Rt,
     backend: &str,
     model: &Model,
     inputs: &[(TensorInfo, Vec<u8>, InputSource)],
@@ -101,6 +138,7 @@ fn run_on<D: Driver + Sync>(
             outputs.push((t, buf));
         }
     }
+    let reports = subgraph_reports(rt, h);
     rt.unload(h).map_err(rt_err("cannot unload the model"))?;
     rt.close();
     for e in rt.host().take_errors() {
@@ -112,59 +150,8 @@ fn run_on<D: Driver + Sync>(
         outputs,
         plumbing,
         vnc,
+        reports,
     })
-}
-
-/// A run of one subgraph's program directly on a simulated device.
-#[derive(Debug)]
-pub(crate) struct EngineRun {
-    pub(crate) report: ExecReport,
-    pub(crate) outputs: Vec<(String, Vec<u8>)>,
-    pub(crate) host: Duration,
-}
-
-/// Runs each program of `model` on a fresh simulated device of `instance` (subgraph `i` on
-/// physical core `i`), with the same inputs.
-pub(crate) fn engine_runs(
-    instance: Instance,
-    model: &Model,
-    inputs: &[(TensorInfo, Vec<u8>, InputSource)],
-    record_events: bool,
-) -> Result<Vec<EngineRun>> {
-    let mut runs = Vec::new();
-    let mut dev = Device::new(instance);
-    for (i, program) in model.programs.iter().enumerate() {
-        let core = i as u32 % instance.cores_per_device().max(1);
-        let lp = dev
-            .load(core, program.clone())
-            .map_err(|e| CliError::new(format!("simulator: {}", e.message())))?;
-        let refs: Vec<(&str, &[u8])> = program
-            .tensors
-            .iter()
-            .filter(|t| t.kind == TensorKind::Input)
-            .filter_map(|t| {
-                inputs
-                    .iter()
-                    .find(|(info, _, _)| info.name == t.name)
-                    .map(|(info, b, _)| (info.name.as_str(), b.as_slice()))
-            })
-            .collect();
-        let opts = ExecOptions {
-            record_events,
-            ..ExecOptions::default()
-        };
-        let t = Instant::now();
-        let (outputs, report) = dev
-            .run(&lp, &refs, &opts)
-            .map_err(|e| CliError::new(format!("simulator: {}", e.message())))?;
-        let host = t.elapsed();
-        runs.push(EngineRun {
-            report,
-            outputs,
-            host,
-        });
-    }
-    Ok(runs)
 }
 
 fn counters_row(name: &str, c: &Counters, ticks: u64, count: u64) -> Vec<String> {
@@ -322,35 +309,68 @@ fn write_outputs(dir: &Path, outputs: &[(TensorInfo, Vec<u8>)]) -> Result<Vec<St
     Ok(written)
 }
 
-pub(crate) fn run(a: &RunArgs) -> Result<()> {
-    let instance = a.target.instance()?;
-    let model = load_model(&a.model)?;
-    let inputs = gather_inputs(&model, &a.input)?;
-    let hint = lnc_hint(&model, a.target.backend, instance);
-    let (rr, backend_line, runtime_ticks) = match a.target.backend {
-        Backend::Sim => {
-            let driver = SimDriver::new(instance, 1);
-            let machine = Arc::clone(driver.machine());
-            let rt = Runtime::with_host(driver, CliHost::new());
-            let rr = run_on(&rt, "sim", &model, &inputs, a.repeat, &hint)?;
-            let line = format!(
-                "sim: simulated {} (1 device, funtime), model on logical core {}",
-                instance.name(),
-                rr.vnc
-            );
-            (rr, line, Some(machine.last_ticks()))
-        }
-        Backend::Linux => {
-            let rt = Runtime::with_host(LinuxDriver::new(), CliHost::new());
-            let rr = run_on(&rt, "linux", &model, &inputs, a.repeat, &hint)?;
-            let line = format!("linux: /dev/neuron*, model on logical core {}", rr.vnc);
-            (rr, line, None)
+/// The `counters` line: which execution the counters are from.
+fn counters_source(repeat: u32, reports: &[SubgraphReport]) -> String {
+    let which = if repeat == 1 {
+        "the execution above".to_owned()
+    } else {
+        format!("the last of the {repeat} executions above")
+    };
+    let cores: Vec<String> = reports.iter().map(|s| s.pnc.to_string()).collect();
+    format!(
+        "from the report the simulator kept of {which}, made through the runtime (physical core{} {})",
+        if cores.len() == 1 { "" } else { "s" },
+        cores.join(", ")
+    )
+}
+
+/// The `engine` line: how many program runs the engine made in this process, and what they
+/// were (one per subgraph program of each execution).
+pub(crate) fn program_runs_line(runs: u64, executions: u64, programs: u64) -> String {
+    let plural = |n: u64, one: &str, many: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {many}")
         }
     };
+    let what = plural(runs, "program run", "program runs");
+    let executions_above = if executions == 1 {
+        "the execution above".to_owned()
+    } else {
+        format!("the {executions} executions above")
+    };
+    if programs == 0 {
+        format!("{what} in this process (plumbing mode: nothing runs on the engine)")
+    } else if runs == executions.saturating_mul(programs) {
+        if programs == 1 {
+            format!("{what} in this process ({executions_above})")
+        } else {
+            format!("{what} in this process ({programs} subgraph programs × {executions_above})")
+        }
+    } else {
+        format!("{what} in this process")
+    }
+}
+
+pub(crate) fn run(a: &RunArgs) -> Result<()> {
+    // The simulator keeps each core's last report: counters always, the event log for a trace.
+    let reports = if a.trace.is_some() {
+        Reports::Events
+    } else {
+        Reports::Counters
+    };
+    let chosen = choose(a.target.backend, a.target.instance, None, reports)?;
+    let model = load_model(&a.model)?;
+    let inputs = gather_inputs(&model, &a.input)?;
+    let hint = chosen.lnc_hint(&model);
+    let rt = Runtime::with_host(chosen.open(), CliHost::new());
+    let rr = run_on(&rt, chosen.name(), &model, &inputs, a.repeat, &hint)?;
+    let sim = chosen.kind == BackendKind::Sim;
 
     let mut r = Report::new();
     r.field("model", model_line(&model));
-    r.field("backend", backend_line);
+    r.field("backend", chosen.line(rr.vnc));
     if rr.plumbing {
         r.field(
             "mode",
@@ -395,75 +415,70 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
     }
 
     let mut trace_written = None;
-    let mut engine = String::new();
     if rr.plumbing {
         if a.trace.is_some() {
             eprintln!("warning: no trace written: nothing executes in plumbing mode");
         }
-    } else if let Some(ticks) = runtime_ticks {
-        let runs = engine_runs(instance, &model, &inputs, a.trace.is_some())?;
-        let same = runs.iter().all(|er| {
-            er.outputs.iter().all(|(name, bytes)| {
-                rr.outputs
-                    .iter()
-                    .find(|(t, _)| &t.name == name)
-                    .is_none_or(|(_, b)| b == bytes)
-            })
-        });
-        let report_ticks = runs.iter().map(|er| er.report.ticks).max().unwrap_or(0);
-        let engine_host: Duration = runs.iter().map(|er| er.host).sum();
-        engine = format!(", engine re-run {}", out::secs(engine_host.as_secs_f64()));
+    } else if sim {
+        let recorded: Vec<(&SubgraphReport, &ExecReport)> = rr
+            .reports
+            .iter()
+            .filter_map(|s| s.report.as_deref().map(|report| (s, report)))
+            .collect();
+        if recorded.is_empty() || recorded.len() != rr.reports.len() {
+            r.print();
+            bail!("the simulator kept no report of the execution (please report)");
+        }
+        // The logical core is done when its slowest subgraph is.
+        let ticks = recorded.iter().map(|(_, x)| x.ticks).max().unwrap_or(0);
         r.line("");
         r.field(
             "simulated",
             format!(
-                "{} — timing model {TIMING_MODEL}, not validated against hardware",
-                sim_time(ticks)
+                "{}{} — timing model {TIMING_MODEL}, not validated against hardware",
+                sim_time(ticks),
+                if recorded.len() > 1 {
+                    format!(" (the slowest of {} subgraphs)", recorded.len())
+                } else {
+                    String::new()
+                }
             ),
         );
-        for (i, er) in runs.iter().enumerate() {
-            if runs.len() > 1 {
+        for (s, report) in &recorded {
+            if recorded.len() > 1 {
                 r.line(format!(
-                    "engines of subgraph {i} (physical core {i}), in ticks"
+                    "engines of subgraph {} (physical core {}), in ticks",
+                    s.index, s.pnc
                 ));
             } else {
                 r.line(format!(
                     "engines (ticks; active + idle + waits = {} for every unit)",
-                    out::int(er.report.ticks)
+                    out::int(report.ticks)
                 ));
             }
-            counters_table(&mut r, &er.report);
+            counters_table(&mut r, report);
         }
-        r.field(
-            "counters",
-            format!(
-                "from re-running the program on the simulator engine with the same inputs (the \
-                 runtime's execute path does not return them): outputs {}, {} ticks",
-                if same {
-                    "bit-identical to the runtime's"
-                } else {
-                    "DIFFER from the runtime's (please report)"
-                },
-                if report_ticks == ticks {
-                    "same".to_owned()
-                } else {
-                    out::int(report_ticks)
-                }
-            ),
-        );
-        if let (Some(path), Some(er)) = (&a.trace, runs.first()) {
-            let json = trace::chrome_trace_json(&er.report);
+        r.field("counters", counters_source(a.repeat, &rr.reports));
+        if let (Some(path), Some((s, report))) = (&a.trace, recorded.first()) {
+            let json = trace::chrome_trace_json(report);
             std::fs::write(path, json).context(|| format!("cannot write '{}'", path.display()))?;
             trace_written = Some((
                 path.display().to_string(),
-                er.report.events.len(),
-                er.report.events_truncated,
+                report.events.len(),
+                report.events_truncated,
+                (recorded.len() > 1).then_some(s.index),
             ));
         }
-        if !same {
-            r.print();
-            bail!("the engine re-run's outputs differ from the runtime's");
-        }
+    }
+    if sim {
+        r.field(
+            "engine",
+            program_runs_line(
+                engine::program_runs(),
+                u64::from(a.repeat),
+                model.programs.len() as u64,
+            ),
+        );
     }
     let exec_total: Duration = rr.exec.iter().sum();
     let n = rr.exec.len().max(1) as u32;
@@ -476,21 +491,48 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
     r.field(
         "host time",
         format!(
-            "load {}, execute {}{repeat}{engine}",
+            "load {}, execute {}{repeat}",
             out::secs(rr.load.as_secs_f64()),
             out::secs(mean)
         ),
     );
-    if let Some((path, events, truncated)) = trace_written {
+    if let Some((path, events, truncated, subgraph)) = trace_written {
         r.field(
             "trace",
             format!(
-                "{path} ({} events{}); draw it with: nrt trace render {path} -o timeline.svg",
+                "{path} ({} events{}{}); draw it with: nrt trace render {path} -o timeline.svg",
                 out::int(events as u64),
-                if truncated { ", truncated" } else { "" }
+                if truncated { ", truncated" } else { "" },
+                subgraph.map_or(String::new(), |i| format!(", subgraph {i}"))
             ),
         );
     }
     r.print();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_line_says_what_ran() {
+        assert_eq!(
+            program_runs_line(1, 1, 1),
+            "1 program run in this process (the execution above)"
+        );
+        assert_eq!(
+            program_runs_line(3, 3, 1),
+            "3 program runs in this process (the 3 executions above)"
+        );
+        assert_eq!(
+            program_runs_line(4, 2, 2),
+            "4 program runs in this process (2 subgraph programs × the 2 executions above)"
+        );
+        assert_eq!(
+            program_runs_line(0, 1, 0),
+            "0 program runs in this process (plumbing mode: nothing runs on the engine)"
+        );
+        assert_eq!(program_runs_line(5, 1, 1), "5 program runs in this process");
+    }
 }

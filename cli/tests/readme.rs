@@ -164,8 +164,16 @@ fn readme_first_command_matches_the_reference() {
         stdout.contains(&format!("y_t   bf16   [{}, {}]", shape[0], shape[1])),
         "{stdout}"
     );
+    // Counters from the report of that execution; the engine ran once, for it.
     assert!(
-        stdout.contains("bit-identical to the runtime's"),
+        stdout.contains(
+            "counters   from the report the simulator kept of the execution above, made \
+             through the runtime"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("engine     1 program run in this process (the execution above)"),
         "{stdout}"
     );
 
