@@ -2,7 +2,8 @@
 """Structure checks of the workspace's source files, run by .ci/run.
 
 1. File size: no source file over 800 lines, except test code (files under `tests/`,
-   `benches/`, `fuzz/`, files named `tests.rs`) and generated tables (none yet).
+   `benches/`, `examples/`, `fuzz/`, files named `tests.rs`), generated tables (none yet) and
+   the files of `ALLOWED_BIG`, each printed with its reason.
 2. Import cycles: within each crate, the graph "file A refers to an item defined in file B"
    has no cycle. References are `use` declarations and inline paths (`crate::x::Y`,
    `super::Y`, `child::Y`) outside `#[cfg(test)]` modules; `pub use` re-exports are not
@@ -16,6 +17,11 @@ import re
 import sys
 
 MAX_LINES = 800
+# Files allowed over MAX_LINES for now, with the reason; each is printed on every run.
+ALLOWED_BIG = {
+    "bindings-c/src/lib.rs": "the C library is restructured (one file per C object) by the "
+    "C-library issue, which owns that file",
+}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -66,7 +72,10 @@ def strip(src):
 def drop_test_modules(code):
     """Removes `#[cfg(test)] mod x { ... }` blocks."""
     while True:
-        m = re.search(r"#\[cfg\([^\]]*\btest\b[^\]]*\)\]\s*(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{", code)
+        m = re.search(
+            r"#\[cfg\([^\]]*\btest\b[^\]]*\)\]\s*(#\[[^\]]*\]\s*)*(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{",
+            code,
+        )
         if not m:
             return code
         depth, j = 1, m.end()
@@ -257,8 +266,11 @@ def main():
                     big.append((rel, n))
     print(f"file size: source files over {MAX_LINES} lines (test code excepted): {len(big)}")
     for rel, n in sorted(big):
-        print(f"  {rel}: {n} lines")
-        failed = True
+        if rel in ALLOWED_BIG:
+            print(f"  {rel}: {n} lines (allowed: {ALLOWED_BIG[rel]})")
+        else:
+            print(f"  {rel}: {n} lines")
+            failed = True
     total = 0
     for member in members:
         crate = Crate(os.path.join(ROOT, member, "src"))

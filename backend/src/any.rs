@@ -7,7 +7,24 @@ use nrt_core::driver::{Driver, DriverError, ErrorKind};
 use nrt_linux::{LinuxDriver, LinuxError};
 use nrt_sim::{SimDriver, SimError};
 
-use crate::selection::BackendKind;
+/// The backend a selection runs on, once `auto` is resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// The simulator.
+    Sim,
+    /// The Linux driver.
+    Linux,
+}
+
+impl BackendKind {
+    /// `sim` or `linux`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BackendKind::Sim => "sim",
+            BackendKind::Linux => "linux",
+        }
+    }
+}
 
 /// The simulator or the Linux driver; every [`Driver`] method forwards to the one held.
 #[derive(Debug)]

@@ -31,8 +31,8 @@
 mod any;
 mod selection;
 
-pub use any::{AnyDriver, AnyError};
+pub use any::{AnyDriver, AnyError, BackendKind};
 pub use selection::{
-    BACKEND_VAR, BackendChoice, BackendKind, Flags, FrontEnd, NO_DEVICE_HINT, PLUMBING_VAR,
-    SIM_DEVICES_VAR, SIM_INSTANCE_VAR, Selection, linux_device_present, lnc_hint,
+    BACKEND_VAR, BackendChoice, Flags, FrontEnd, NO_DEVICE_HINT, PLUMBING_VAR, SIM_DEVICES_VAR,
+    SIM_INSTANCE_VAR, Selection, linux_device_present, lnc_hint,
 };

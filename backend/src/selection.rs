@@ -6,7 +6,7 @@ use nrt_core::{Error, err};
 use nrt_linux::LinuxDriver;
 use nrt_sim::{Instance, Reports, SimConfig, SimDriver, SimMachine};
 
-use crate::any::AnyDriver;
+use crate::any::{AnyDriver, BackendKind};
 
 /// The backend: `auto`, `sim` or `linux`.
 pub const BACKEND_VAR: &str = "NEURON_RT_BACKEND";
@@ -51,25 +51,6 @@ impl BackendChoice {
         ]
         .into_iter()
         .find(|b| b.name() == s)
-    }
-}
-
-/// The backend a selection runs on, once `auto` is resolved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BackendKind {
-    /// The simulator.
-    Sim,
-    /// The Linux driver.
-    Linux,
-}
-
-impl BackendKind {
-    /// `sim` or `linux`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BackendKind::Sim => "sim",
-            BackendKind::Linux => "linux",
-        }
     }
 }
 

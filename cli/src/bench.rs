@@ -10,7 +10,7 @@ use nrt_core::io::{TensorInfo, TensorUsage};
 use nrt_sim::Reports;
 use nrt_sim::engine::{self, TICKS_PER_SECOND, TIMING_MODEL};
 
-use crate::BenchArgs;
+use crate::args::BenchArgs;
 use crate::backend::{
     CliHost, InputSource, Model, Rt, choose, gather_inputs, init, load_model, rt_err,
 };

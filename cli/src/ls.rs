@@ -5,7 +5,7 @@ use nrt_core::driver::{Arch, DeviceInfo, Platform};
 use nrt_core::{CoreBitmap, Driver, Runtime};
 use nrt_sim::Reports;
 
-use crate::LsArgs;
+use crate::args::LsArgs;
 use crate::backend::{CliHost, choose, init, rt_err};
 use crate::error::{CliError, Result};
 use crate::out::{self, Report};

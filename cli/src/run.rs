@@ -15,13 +15,14 @@ use nrt_sim::engine::{
     self, Counters, EngineId, ExecReport, TICKS_PER_SECOND, TIMING_MODEL, trace,
 };
 
+use crate::args::RunArgs;
 use crate::backend::{
     CliHost, InputSource, Model, Rt, Source, choose, gather_inputs, init, load_model, rt_err,
 };
 use crate::error::{CliError, Context, Result, bail};
+use crate::npy;
 use crate::out::{self, Report};
 use crate::tensors::{self, dtype_name, shape_str};
-use crate::{RunArgs, npy};
 
 /// The runtime's tensors for one execution: inputs written, outputs allocated.
 pub(crate) fn tensor_sets<'rt>(

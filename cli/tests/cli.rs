@@ -184,7 +184,8 @@ fn run_spec_prints_outputs_counters_and_times() {
         "TensorE",
         "ScalarE",
         "DMA (16/16 used, mean)",
-        "bit-identical to the runtime's, same ticks",
+        "counters   from the report the simulator kept of the execution above",
+        "engine     1 program run in this process (the execution above)",
         "host time  load",
     ] {
         assert!(s.contains(want), "missing {want:?} in\n{s}");

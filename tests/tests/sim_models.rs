@@ -142,6 +142,7 @@ fn read_all(set: &TensorSet<'_>, name: &str) -> Vec<u8> {
 fn mlp_neff_executes_through_the_runtime() {
     let neff = neff_from_programs("mlp", &[mlp_program()]).unwrap();
     let (rt, machine) = runtime(&[]);
+    machine.set_reports(nrt_sim::Reports::Counters);
     let h = rt.load(&neff, 0, -1).unwrap();
     assert!(!rt.model(h).unwrap().is_plumbing());
     let expected = direct_output();
@@ -150,7 +151,10 @@ fn mlp_neff_executes_through_the_runtime() {
         rt.execute(h, &i, &o).unwrap();
         assert_eq!(read_all(&o, "y_t"), expected, "{placement:?}");
     }
-    assert!(machine.last_ticks() > 0);
+    let pnc = machine
+        .staged_pnc(rt.model(h).unwrap().staged()[0].handle)
+        .unwrap();
+    assert!(machine.last_report(pnc).unwrap().ticks > 0);
     let got = engine::decode_f32(DType::Bf16, &expected);
     let want = reference_output();
     let max_ulp = got

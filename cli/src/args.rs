@@ -1,0 +1,138 @@
+//! The command line: clap's description of every subcommand and its arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::backend::{Backend, InstanceArg};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nrt",
+    version,
+    about = "Run, inspect and benchmark Neuron models on the nrt-rs runtime (simulator by default: no hardware needed)"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Cmd {
+    /// Load a model (a NEFF, or a .toml spec built on the fly), execute it, summarise the results
+    Run(RunArgs),
+    /// Show a NEFF's header, subgraphs and I/O tensors (compiler NEFFs and ours)
+    Info(InfoArgs),
+    /// List the devices and cores of a backend, in the style of neuron-ls
+    Ls(LsArgs),
+    /// Compile a model spec (.toml) into a simulator NEFF
+    Build(BuildArgs),
+    /// Measure execution latency (p50/p99) and throughput
+    Bench(BenchArgs),
+    /// Timeline traces
+    Trace {
+        #[command(subcommand)]
+        cmd: TraceCmd,
+    },
+}
+
+/// Where a model runs. Each flag given overrides its `NEURON_RT_*` variable (see
+/// `nrt_backend`); the backend defaults to the simulator, the instance to trn1.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    /// Backend: the simulator, or the Linux driver (/dev/neuron*) [default: NEURON_RT_BACKEND, else sim]
+    #[arg(long, value_enum)]
+    pub(crate) backend: Option<Backend>,
+    /// Simulated instance family [default: NEURON_RT_SIM_INSTANCE, else trn1] (sim backend only)
+    #[arg(long, value_enum)]
+    pub(crate) instance: Option<InstanceArg>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The model: a NEFF, or a .toml spec (built in memory)
+    pub(crate) model: PathBuf,
+    /// An input: NAME=FILE (.npy, shape and dtype checked; any other extension: raw bytes).
+    /// Inputs not given come from the spec's seeds, or are zero-filled
+    #[arg(short, long = "input", value_name = "NAME=FILE")]
+    pub(crate) input: Vec<String>,
+    /// Write each output as DIR/NAME.npy
+    #[arg(short, long, value_name = "DIR")]
+    pub(crate) output_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) target: Target,
+    /// Execute N times (the summary shows the last outputs and the mean host time)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) repeat: u32,
+    /// Write the simulator's timeline as Chrome/Perfetto trace JSON
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) trace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InfoArgs {
+    /// The NEFF (or a .toml spec, built in memory)
+    pub(crate) model: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LsArgs {
+    #[command(flatten)]
+    pub(crate) target: Target,
+    /// Simulated devices [default: NEURON_RT_SIM_DEVICES, else 1] (sim backend only)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) devices: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BuildArgs {
+    /// The model spec (.toml)
+    pub(crate) spec: PathBuf,
+    /// Where to write the NEFF
+    #[arg(short, long, value_name = "MODEL.neff")]
+    pub(crate) output: PathBuf,
+    /// Also write the spec's sample inputs (from seeds or files) as DIR/NAME.npy
+    #[arg(long, value_name = "DIR")]
+    pub(crate) inputs_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The model: a NEFF, or a .toml spec (built in memory)
+    pub(crate) model: PathBuf,
+    /// Timed executions, over all threads
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) iterations: u32,
+    /// Threads executing concurrently, each with its own tensors
+    #[arg(short, long, value_name = "T", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) threads: u32,
+    /// Untimed executions before the timed ones
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub(crate) warmup: u32,
+    /// An input: NAME=FILE, as for `nrt run`
+    #[arg(short, long = "input", value_name = "NAME=FILE")]
+    pub(crate) input: Vec<String>,
+    #[command(flatten)]
+    pub(crate) target: Target,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TraceCmd {
+    /// Draw a trace's per-engine timeline as an SVG picture
+    Render(RenderArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RenderArgs {
+    /// Trace JSON written by `nrt run --trace`
+    pub(crate) file: PathBuf,
+    /// The SVG file to write
+    #[arg(short, long, value_name = "timeline.svg")]
+    pub(crate) output: PathBuf,
+    /// Also draw one track per DMA queue
+    #[arg(long)]
+    pub(crate) queues: bool,
+    /// Picture width in pixels
+    #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u32).range(400..=20000))]
+    pub(crate) width: u32,
+}
