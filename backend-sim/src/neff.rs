@@ -61,7 +61,7 @@ pub fn neff_from_programs(name: &str, programs: &[Program]) -> Result<Vec<u8>, E
         name: name.into(),
         uuid: [0; 16],
         version: (2, 0),
-        feature_bits: 0,
+        feature_bits: nrt_core::neff::NeffFeatures::empty(),
         lnc_size,
         num_tpb: lnc_size,
         gzip: true,

@@ -47,7 +47,7 @@ fn plumbing_neff() -> Vec<u8> {
         name: "plumbing".into(),
         uuid: [0; 16],
         version: (2, 0),
-        feature_bits: 0,
+        feature_bits: nrt_core::neff::NeffFeatures::empty(),
         lnc_size: 1,
         num_tpb: 1,
         gzip: true,

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use nrt_core::io::TensorUsage;
-use nrt_core::neff::{HASH_SCOPE_MARKER, KNOWN_FEATURE_BITS, PKG_GZIP_TAR, PKG_PLAIN_TAR};
+use nrt_core::neff::{HASH_SCOPE_MARKER, NeffFeatures, PKG_GZIP_TAR, PKG_PLAIN_TAR};
 use nrt_sim::engine::{EngineId, TensorKind};
 
 use crate::backend::{Source, load_model};
@@ -77,12 +77,12 @@ pub(crate) fn info(path: &Path) -> Result<()> {
             h.lnc_size, h.num_tpb, h.requested_tpb_count
         ),
     );
-    let unknown = h.feature_bits & !KNOWN_FEATURE_BITS;
+    let unknown = h.feature_bits.difference(NeffFeatures::TESTED).bits();
     r.field(
         "features",
         format!(
             "{:#x}{}",
-            h.feature_bits,
+            h.feature_bits.bits(),
             if unknown != 0 {
                 format!(" (bits {unknown:#x} not seen in tested compiler output)")
             } else {

@@ -66,7 +66,7 @@ fn plumbing_matmul_neff() -> (tempfile::TempDir, String) {
         name: "plumbing_matmul".into(),
         uuid: *b"nrt-rs plumbing!",
         version: (2, 0),
-        feature_bits: 0x209c00,
+        feature_bits: nrt_core::neff::NeffFeatures::TESTED,
         lnc_size: 2,
         num_tpb: 1,
         gzip: true,

@@ -19,9 +19,10 @@ use crate::device::{Arch, DeviceInfo};
 use crate::error::{Error, Result};
 
 /// Where a process's logical cores are: the first one (absolute), how many, their size, and
-/// the physical cores per device. Every field fits in 16 bits (cores are bounded by
-/// [`MAX_CORES`]), so a topology packs into one `u64` ([`Topology::to_bits`]) that the runtime
-/// publishes with a single atomic store.
+/// the physical cores per device. Cores are bounded by [`MAX_CORES`] and a logical core has at
+/// most [`MAX_LNC_SIZE`] physical cores, so a topology packs into one `u32`
+/// ([`Topology::to_bits`]) that the runtime publishes with a single atomic store (32-bit
+/// atomics exist on every target the core builds for).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Topology {
@@ -31,23 +32,28 @@ pub struct Topology {
     cores_per_device: u16,
 }
 
+/// Most physical cores a logical core may have.
+pub const MAX_LNC_SIZE: u32 = 8;
+
 impl Topology {
-    /// A topology, if every value is within [`MAX_CORES`] and the sizes are not zero.
+    /// A topology, if the first logical core is below [`MAX_CORES`], the count is 1 to
+    /// [`MAX_CORES`], the size is 1 to [`MAX_LNC_SIZE`], and the cores per device are 1 to
+    /// [`MAX_CORES`]. (Only the default topology, which no session has, owns no core.)
     pub fn new(
         first_lnc: u32,
         lnc_count: u32,
         lnc_size: u32,
         cores_per_device: u32,
     ) -> Option<Self> {
-        let small = |v: u32| (v <= MAX_CORES).then_some(v as u16);
-        if lnc_size == 0 || cores_per_device == 0 {
-            return None;
-        }
-        Some(Self {
-            first_lnc: small(first_lnc)?,
-            lnc_count: small(lnc_count)?,
-            lnc_size: small(lnc_size)?,
-            cores_per_device: small(cores_per_device)?,
+        let fits = first_lnc < MAX_CORES
+            && (1..=MAX_CORES).contains(&lnc_count)
+            && (1..=MAX_LNC_SIZE).contains(&lnc_size)
+            && (1..=MAX_CORES).contains(&cores_per_device);
+        fits.then_some(Self {
+            first_lnc: first_lnc as u16,
+            lnc_count: lnc_count as u16,
+            lnc_size: lnc_size as u16,
+            cores_per_device: cores_per_device as u16,
         })
     }
 
@@ -121,21 +127,33 @@ impl Topology {
         CoreBitmap::range(r.start, r.end - r.start)
     }
 
-    /// The topology packed into 64 bits.
-    pub const fn to_bits(self) -> u64 {
-        (self.first_lnc as u64)
-            | (self.lnc_count as u64) << 16
-            | (self.lnc_size as u64) << 32
-            | (self.cores_per_device as u64) << 48
+    /// The topology packed into 32 bits: the first logical core (9 bits), the count (10 bits),
+    /// the size minus one (3 bits), the cores per device minus one (10 bits). Only the default
+    /// topology packs to 0 (every other one owns at least one core).
+    pub const fn to_bits(self) -> u32 {
+        let size = (self.lnc_size as u32).saturating_sub(1);
+        let per_device = (self.cores_per_device as u32).saturating_sub(1);
+        (self.first_lnc as u32 & 0x1ff)
+            | (self.lnc_count as u32 & 0x3ff) << 9
+            | (size & 0x7) << 19
+            | (per_device & 0x3ff) << 22
     }
 
-    /// Unpacks [`Topology::to_bits`].
-    pub const fn from_bits(bits: u64) -> Self {
+    /// Unpacks [`Topology::to_bits`] (0 gives the default, empty topology).
+    pub const fn from_bits(bits: u32) -> Self {
+        if bits == 0 {
+            return Self {
+                first_lnc: 0,
+                lnc_count: 0,
+                lnc_size: 0,
+                cores_per_device: 0,
+            };
+        }
         Self {
-            first_lnc: bits as u16,
-            lnc_count: (bits >> 16) as u16,
-            lnc_size: (bits >> 32) as u16,
-            cores_per_device: (bits >> 48) as u16,
+            first_lnc: (bits & 0x1ff) as u16,
+            lnc_count: (bits >> 9 & 0x3ff) as u16,
+            lnc_size: (bits >> 19 & 0x7) as u16 + 1,
+            cores_per_device: (bits >> 22 & 0x3ff) as u16 + 1,
         }
     }
 }
@@ -418,9 +436,30 @@ mod tests {
     #[test]
     fn topology_refuses_values_it_cannot_hold() {
         assert!(Topology::new(0, MAX_CORES, 1, MAX_CORES).is_some());
-        assert!(Topology::new(MAX_CORES + 1, 1, 1, 2).is_none());
+        assert!(Topology::new(MAX_CORES, 1, 1, 2).is_none());
+        assert!(Topology::new(0, MAX_CORES + 1, 1, 2).is_none());
+        assert!(Topology::new(0, 0, 1, 2).is_none());
         assert!(Topology::new(0, 1, 0, 2).is_none());
+        assert!(Topology::new(0, 1, MAX_LNC_SIZE + 1, 8).is_none());
         assert!(Topology::new(0, 1, 1, 0).is_none());
+        assert!(Topology::new(0, 1, 1, MAX_CORES + 1).is_none());
+    }
+
+    #[test]
+    fn topology_round_trips_through_32_bits_at_every_limit() {
+        for (first, count, size, per_device) in [
+            (0, 1, 1, 1),
+            (MAX_CORES - 1, MAX_CORES, MAX_LNC_SIZE, MAX_CORES),
+            (511, 1, 2, 8),
+            (3, 2, 2, 8),
+        ] {
+            let t = Topology::new(first, count, size, per_device).unwrap();
+            assert_eq!(Topology::from_bits(t.to_bits()), t, "{t:?}");
+        }
+        assert_eq!(
+            Topology::from_bits(Topology::default().to_bits()),
+            Topology::default()
+        );
     }
 
     fn trn2() -> DeviceInfo {

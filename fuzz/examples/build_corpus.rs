@@ -60,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             name: "seed".into(),
             uuid: [3; 16],
             version: (2, 0),
-            feature_bits: 0,
+            feature_bits: nrt_core::neff::NeffFeatures::empty(),
             lnc_size: 1,
             num_tpb: 1,
             gzip,

@@ -46,7 +46,7 @@ fn neffs() -> &'static [Vec<u8>] {
             name: "plumbing".into(),
             uuid: [7; 16],
             version: (2, 0),
-            feature_bits: 0,
+            feature_bits: nrt_core::neff::NeffFeatures::empty(),
             lnc_size: 1,
             num_tpb: 1,
             gzip: false,

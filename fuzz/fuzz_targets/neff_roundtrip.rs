@@ -13,8 +13,7 @@ use libfuzzer_sys::fuzz_target;
 use nrt_core::NrtStatus;
 use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{
-    self, KNOWN_FEATURE_BITS, KeepMembers, MAX_DIMS, NeffSpec, NeffTensor, ParseOptions,
-    SubgraphSpec,
+    self, KeepMembers, MAX_DIMS, NeffFeatures, NeffSpec, NeffTensor, ParseOptions, SubgraphSpec,
 };
 
 const DTYPES: [Dtype; 15] = [
@@ -157,9 +156,9 @@ impl<'a> Arbitrary<'a> for Input {
                 uuid: <[u8; 16]>::arbitrary(u)?,
                 version: (u.int_in_range(1..=2)?, u64::arbitrary(u)?),
                 feature_bits: if bool::arbitrary(u)? {
-                    KNOWN_FEATURE_BITS & u64::arbitrary(u)?
+                    NeffFeatures::TESTED & NeffFeatures::from_bits_retain(u64::arbitrary(u)?)
                 } else {
-                    u64::arbitrary(u)?
+                    NeffFeatures::from_bits_retain(u64::arbitrary(u)?)
                 },
                 lnc_size: u.int_in_range(0..=8)?,
                 num_tpb: u32::arbitrary(u)?,
@@ -202,7 +201,9 @@ fuzz_target!(|input: Input| {
     assert_eq!(parsed.to_spec(), expected, "parse(write(x)) != x");
     assert_eq!(
         parsed.warnings.is_empty(),
-        spec.feature_bits & !KNOWN_FEATURE_BITS == 0,
+        spec.feature_bits
+            .difference(NeffFeatures::TESTED)
+            .is_empty(),
         "warnings {:?}",
         parsed.warnings
     );

@@ -135,7 +135,7 @@ fn generated(size: usize, compressible: bool) -> Vec<u8> {
         name: "generated-50MB".into(),
         uuid: [9; 16],
         version: (2, 0),
-        feature_bits: 0,
+        feature_bits: nrt_core::neff::NeffFeatures::empty(),
         lnc_size: 1,
         num_tpb: 1,
         gzip: true,

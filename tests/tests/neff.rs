@@ -15,7 +15,7 @@ fn compiler_fixture_parses_to_the_documented_figures() {
     };
     let n = neff::parse(&fixture, &ParseOptions::default()).unwrap();
     assert_eq!(n.name(), "file.neff");
-    assert_eq!(n.header.feature_bits, 0x209c00);
+    assert_eq!(n.header.feature_bits.bits(), 0x209c00);
     assert_eq!(n.header.lnc_size, 2);
     assert_eq!(n.version(), (2, 0));
     assert_eq!(n.header.pkg_version, 2);
@@ -77,7 +77,7 @@ fn sample_spec(gzip: bool) -> NeffSpec {
         name: "sample".into(),
         uuid: [7; 16],
         version: (2, 0),
-        feature_bits: 0x1c00,
+        feature_bits: nrt_core::neff::NeffFeatures::from_bits_retain(0x1c00),
         lnc_size: 1,
         num_tpb: 1,
         gzip,
@@ -236,7 +236,7 @@ fn neff_of(tar: Vec<u8>) -> Vec<u8> {
         name: "bad".into(),
         requested_tpb_count: 1,
         tpb_per_node: [0; 64],
-        feature_bits: 0,
+        feature_bits: nrt_core::neff::NeffFeatures::empty(),
         lnc_size: 1,
     };
     let mut out = header.encode().to_vec();
@@ -512,7 +512,7 @@ fn hash_validation_of_written_and_compiler_neffs() {
 #[test]
 fn unknown_feature_bits_are_accepted_with_a_warning() {
     let mut spec = sample_spec(true);
-    spec.feature_bits = 0x209c00 | 1 << 40;
+    spec.feature_bits = nrt_core::neff::NeffFeatures::from_bits_retain(0x209c00 | 1 << 40);
     let n = neff::parse(&neff::write(&spec).unwrap(), &ParseOptions::default()).unwrap();
     assert_eq!(
         n.warnings,

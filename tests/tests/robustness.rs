@@ -167,7 +167,7 @@ fn neff_parser_never_panics_on_mutated_files() {
         name: "m".into(),
         uuid: [3; 16],
         version: (2, 0),
-        feature_bits: 0,
+        feature_bits: nrt_core::neff::NeffFeatures::empty(),
         lnc_size: 1,
         num_tpb: 1,
         gzip,

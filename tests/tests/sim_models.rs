@@ -254,7 +254,7 @@ fn an_invalid_program_is_refused_at_load() {
         name: "bad".into(),
         uuid: [0; 16],
         version: (2, 0),
-        feature_bits: 0,
+        feature_bits: nrt_core::neff::NeffFeatures::empty(),
         lnc_size: 1,
         num_tpb: 1,
         gzip: true,

@@ -4,6 +4,20 @@ use alloc::string::String;
 
 use crate::error::Result;
 
+bitflags::bitflags! {
+    /// The header's incompatible-feature bits: compiler features a NEFF relies on. No public
+    /// list names them; the bits seen in compiler output this runtime was tested with are
+    /// [`NeffFeatures::TESTED`], and every other bit is kept (and reported by the parser as a
+    /// warning, never dropped silently).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct NeffFeatures: u64 {
+        /// The bits of neuronx-cc 2.23 output (`0x209c00`): accepted silently.
+        const TESTED = 0x209c00;
+        // Bits no NEFF this runtime was tested with carried.
+        const _ = !0;
+    }
+}
+
 /// Size of the header.
 pub const HEADER_SIZE: usize = 1024;
 
@@ -46,7 +60,7 @@ pub struct Header {
     /// TPBs per kelf node.
     pub tpb_per_node: [u8; 64],
     /// Incompatible-feature bits.
-    pub feature_bits: u64,
+    pub feature_bits: NeffFeatures,
     /// Logical core size the NEFF needs.
     pub lnc_size: u32,
 }
@@ -137,7 +151,7 @@ impl Header {
             name: text_at(h, 220, NAME_LEN, "name")?,
             requested_tpb_count: u32_at(h, 476),
             tpb_per_node: array_at(h, 480),
-            feature_bits: u64_at(h, 544),
+            feature_bits: NeffFeatures::from_bits_retain(u64_at(h, 544)),
             lnc_size: u32_at(h, 552),
         };
         if header.version_major > SUPPORTED_MAJOR {
@@ -194,7 +208,7 @@ impl Header {
         put(220, n.get(..n.len().min(NAME_LEN - 1)).unwrap_or(&[]));
         put(476, &self.requested_tpb_count.to_le_bytes());
         put(480, &self.tpb_per_node);
-        put(544, &self.feature_bits.to_le_bytes());
+        put(544, &self.feature_bits.bits().to_le_bytes());
         put(552, &self.lnc_size.to_le_bytes());
         h
     }

@@ -28,7 +28,7 @@
 //! A NEFF major version above [`SUPPORTED_MAJOR`] (or 0) is refused with
 //! `NRT_UNSUPPORTED_NEFF_VERSION`, "NEFF version mismatch supported: 2.0 received: X.Y".
 //! Feature bits name compiler features a NEFF relies on; no public list of them exists. Policy:
-//! the bits seen in compiler output this project was tested with ([`KNOWN_FEATURE_BITS`]) are
+//! the bits seen in compiler output this project was tested with ([`NeffFeatures::TESTED`]) are
 //! accepted silently; any other bit is accepted with a warning in [`Neff::warnings`] (the
 //! simulator executes only its own programs, which no feature bit changes), never silently.
 //!
@@ -56,7 +56,8 @@ use crate::error::Result;
 use crate::io::{Dtype, IoTable, TensorInfo, TensorUsage};
 
 pub use header::{
-    HEADER_SIZE, Header, PKG_GZIP_TAR, PKG_PLAIN_TAR, SUPPORTED_MAJOR, SUPPORTED_MINOR,
+    HEADER_SIZE, Header, NeffFeatures, PKG_GZIP_TAR, PKG_PLAIN_TAR, SUPPORTED_MAJOR,
+    SUPPORTED_MINOR,
 };
 
 /// Most subgraphs a NEFF may have (the header's `tpb_per_node` has 64 entries).
@@ -65,8 +66,6 @@ pub const MAX_SUBGRAPHS: usize = 64;
 pub const MAX_IO_TENSORS: usize = 4096;
 /// Most dimensions of a tensor.
 pub const MAX_DIMS: usize = 8;
-/// Feature bits seen in compiler output this runtime was tested with (neuronx-cc 2.23).
-pub const KNOWN_FEATURE_BITS: u64 = 0x209c00;
 /// Text in the header's build version of NEFFs whose hash covers the payload.
 pub const HASH_SCOPE_MARKER: &str = "hash=payload";
 /// The member, in each subgraph directory, that holds a simulator program.
@@ -299,10 +298,11 @@ pub fn parse(file: &[u8], options: &ParseOptions<'_>) -> Result<Neff> {
             ));
         }
     }
-    let unknown = header.feature_bits & !KNOWN_FEATURE_BITS;
-    if unknown != 0 {
+    let unknown = header.feature_bits.difference(NeffFeatures::TESTED);
+    if !unknown.is_empty() {
         warnings.push(alloc::format!(
-            "NEFF feature bits {unknown:#x} are not known to this runtime; loading anyway"
+            "NEFF feature bits {:#x} are not known to this runtime; loading anyway",
+            unknown.bits()
         ));
     }
 

@@ -8,8 +8,8 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value, json};
 
 use super::{
-    HASH_SCOPE_MARKER, HEADER_SIZE, Header, MAX_SUBGRAPHS, Neff, NeffTensor, PKG_GZIP_TAR,
-    PKG_PLAIN_TAR, dtype_str, gzip, payload_hash, tar,
+    HASH_SCOPE_MARKER, HEADER_SIZE, Header, MAX_SUBGRAPHS, Neff, NeffFeatures, NeffTensor,
+    PKG_GZIP_TAR, PKG_PLAIN_TAR, dtype_str, gzip, payload_hash, tar,
 };
 use crate::error::Result;
 use crate::io::TensorUsage;
@@ -34,7 +34,7 @@ pub struct NeffSpec {
     /// (major, minor) NEFF version.
     pub version: (u64, u64),
     /// Feature bits.
-    pub feature_bits: u64,
+    pub feature_bits: NeffFeatures,
     /// Logical core size.
     pub lnc_size: u32,
     /// TPBs required.

@@ -8,7 +8,7 @@
 //! mode and the explicit `nrta` API).
 
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use crate::config::{Config, LogLevel};
 use crate::driver::{CoreInitParams, DeviceInfo, Driver};
@@ -104,29 +104,25 @@ struct Session {
     framework: FrameworkInfo,
 }
 
-/// Session values the hot paths read without the lifecycle lock. `init` publishes each with
-/// one atomic store before the state becomes INIT, so one load gives a consistent value.
+/// Session values the hot paths read without the lifecycle lock, published by `init` before
+/// the state becomes INIT. The topology is one atomic word, so one load gives a consistent one.
 #[derive(Debug, Default)]
 struct Published {
     /// The session's [`Topology`] ([`Topology::to_bits`]).
-    topology: AtomicU64,
-    /// `NEURON_RT_EXEC_TIMEOUT` in seconds in the low 32 bits (0 = the backend's default); bit
-    /// 32: the implicit async mode is on.
-    exec: AtomicU64,
+    topology: AtomicU32,
+    /// `NEURON_RT_EXEC_TIMEOUT` in seconds (0 = the backend's default).
+    timeout_secs: AtomicU32,
+    /// The implicit async mode is on.
+    implicit_async: AtomicBool,
 }
-
-const IMPLICIT_ASYNC_BIT: u64 = 1 << 32;
 
 impl Published {
     fn publish(&self, topology: Topology, config: &Config) {
         self.topology.store(topology.to_bits(), Ordering::Release);
-        let exec = u64::from(config.exec_timeout_secs.unwrap_or(0))
-            | if config.implicit_async() {
-                IMPLICIT_ASYNC_BIT
-            } else {
-                0
-            };
-        self.exec.store(exec, Ordering::Release);
+        self.timeout_secs
+            .store(config.exec_timeout_secs.unwrap_or(0), Ordering::Release);
+        self.implicit_async
+            .store(config.implicit_async(), Ordering::Release);
     }
 
     fn topology(&self) -> Topology {
@@ -136,13 +132,13 @@ impl Published {
     /// `NEURON_RT_EXEC_TIMEOUT`, `None` for the backend's default.
     #[cfg(feature = "alloc")]
     fn timeout_secs(&self) -> Option<u32> {
-        let t = self.exec.load(Ordering::Relaxed) as u32;
+        let t = self.timeout_secs.load(Ordering::Acquire);
         (t > 0).then_some(t)
     }
 
     #[cfg(feature = "alloc")]
     fn implicit_async(&self) -> bool {
-        self.exec.load(Ordering::Relaxed) & IMPLICIT_ASYNC_BIT != 0
+        self.implicit_async.load(Ordering::Acquire)
     }
 }
 
