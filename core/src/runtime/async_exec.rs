@@ -147,7 +147,8 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
         let m = self.model_ref_for_exec(h)?;
         let id = h.id();
-        let (mut ins, mut outs) = (Resolved::new(), Resolved::new());
+        let mut ins = Resolved::new();
+        let mut outs = Resolved::new();
         self.resolve_side(id, m.io(), inputs, TensorUsage::Input, &mut ins)?;
         self.resolve_side(id, m.io(), outputs, TensorUsage::Output, &mut outs)?;
         let topology = self.published.topology();

@@ -6,8 +6,6 @@
 //! for every I/O index. Everything below (bindings, clones, copy-back, async jobs, the driver)
 //! works on indices; no name is looked up again.
 
-use alloc::vec::Vec;
-
 use super::Runtime;
 use crate::driver::Driver;
 use crate::error::Result;
@@ -19,45 +17,8 @@ use crate::tensor::{Tensor, TensorSet};
 /// with more I/O tensors than this spill to the heap.
 pub(super) const INLINE_IO: usize = 32;
 
-/// A vector that stays on the stack up to [`INLINE_IO`] elements.
-pub(super) enum SmallVec<T> {
-    Inline(heapless::Vec<T, INLINE_IO>),
-    Heap(Vec<T>),
-}
-
-impl<T> SmallVec<T> {
-    pub(super) fn new() -> Self {
-        SmallVec::Inline(heapless::Vec::new())
-    }
-
-    pub(super) fn push(&mut self, v: T) {
-        match self {
-            SmallVec::Inline(inline) => {
-                if let Err(v) = inline.push(v) {
-                    let mut heap: Vec<T> = Vec::with_capacity(INLINE_IO * 2);
-                    heap.extend(core::mem::take(inline));
-                    heap.push(v);
-                    *self = SmallVec::Heap(heap);
-                }
-            }
-            SmallVec::Heap(heap) => heap.push(v),
-        }
-    }
-
-    pub(super) fn as_slice(&self) -> &[T] {
-        match self {
-            SmallVec::Inline(v) => v,
-            SmallVec::Heap(v) => v,
-        }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [T] {
-        match self {
-            SmallVec::Inline(v) => v,
-            SmallVec::Heap(v) => v,
-        }
-    }
-}
+/// A vector that stays on the stack (uninitialised until pushed) up to [`INLINE_IO`] elements.
+pub(super) type SmallVec<T> = smallvec::SmallVec<[T; INLINE_IO]>;
 
 /// One side of an execution's I/O: the caller's tensor for every I/O index of the side, in
 /// I/O order (complete once [`Runtime::resolve_side`] accepted it). Filled in place by the
@@ -67,6 +28,7 @@ pub(super) struct Resolved<'s, 'rt> {
 }
 
 impl<'s, 'rt> Resolved<'s, 'rt> {
+    #[inline]
     pub(super) fn new() -> Self {
         Self {
             tensors: SmallVec::new(),

@@ -39,11 +39,12 @@ impl ExecMode {
 }
 
 /// The per-execution resources (`kmgr_exec_resources_t`): the device clones of host tensors
-/// and the mode. Dropping it frees every clone exactly once, on every edge.
+/// (in a table of the caller's frame) and the mode. Dropping it frees every clone exactly once,
+/// on every edge.
 struct ExecResources<'a, D: Driver, H: Host> {
     rt: &'a Runtime<D, H>,
     mode: ExecMode,
-    clones: SmallVec<DeviceBuffer>,
+    clones: &'a mut SmallVec<DeviceBuffer>,
 }
 
 impl<D: Driver, H: Host> Drop for ExecResources<'_, D, H> {
@@ -88,7 +89,9 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
         let m = self.model_ref_for_exec(h)?;
         let id = h.id();
         let io = m.io();
-        let (mut ins, mut outs) = (Resolved::new(), Resolved::new());
+        // Each table is built in place in this frame (a tuple would be built, then moved).
+        let mut ins = Resolved::new();
+        let mut outs = Resolved::new();
         self.resolve_side(id, io, inputs, TensorUsage::Input, &mut ins)?;
         self.resolve_side(id, io, outputs, TensorUsage::Output, &mut outs)?;
         let implicit_async = self.published.implicit_async();
@@ -110,13 +113,15 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
             }
             return Ok(());
         }
+        let mut clones = SmallVec::new();
         let mut res = ExecResources {
             rt: self,
             mode: ExecMode::for_fork(implicit_async),
-            clones: SmallVec::new(),
+            clones: &mut clones,
         };
         let device = self.published.topology().device_of_lnc(m.lnc());
-        let (mut in_bindings, mut out_bindings) = (SmallVec::new(), SmallVec::new());
+        let mut in_bindings = SmallVec::new();
+        let mut out_bindings = SmallVec::new();
         self.bind(
             &mut res,
             id,
