@@ -168,8 +168,11 @@ fn side_bit(usage: TensorUsage) -> u32 {
 #[cfg(feature = "alloc")]
 #[derive(Clone, Debug, Default)]
 pub struct IoTable {
-    inputs: Vec<TensorInfo>,
-    outputs: Vec<TensorInfo>,
+    /// The inputs, then the outputs, each side in name order (one allocation, and a small
+    /// record: the registry holds model records inline).
+    tensors: Vec<TensorInfo>,
+    /// How many of `tensors` are inputs.
+    inputs: u32,
     /// Present for tables of more than [`HASH_INDEX_FROM`] tensors.
     index: Option<Box<NameIndex>>,
 }
@@ -177,7 +180,7 @@ pub struct IoTable {
 #[cfg(feature = "alloc")]
 impl PartialEq for IoTable {
     fn eq(&self, other: &Self) -> bool {
-        self.inputs == other.inputs && self.outputs == other.outputs
+        self.inputs == other.inputs && self.tensors == other.tensors
     }
 }
 
@@ -218,12 +221,15 @@ impl IoTable {
                 ));
             }
         }
+        let n_inputs = inputs.len() as u32;
+        let mut tensors = inputs;
+        tensors.extend(outputs);
         let mut table = Self {
-            inputs,
-            outputs,
+            tensors,
+            inputs: n_inputs,
             index: None,
         };
-        if table.inputs.len() + table.outputs.len() > HASH_INDEX_FROM {
+        if table.tensors.len() > HASH_INDEX_FROM {
             table.index = Some(Box::new(table.build_index()));
         }
         Ok(table)
@@ -257,9 +263,13 @@ impl IoTable {
 
     /// The tensors of one side, in name order.
     pub fn tensors(&self, usage: TensorUsage) -> &[TensorInfo] {
+        let (inputs, outputs) = self
+            .tensors
+            .split_at_checked(self.inputs as usize)
+            .unwrap_or((&self.tensors, &[]));
         match usage {
-            TensorUsage::Input => &self.inputs,
-            TensorUsage::Output => &self.outputs,
+            TensorUsage::Input => inputs,
+            TensorUsage::Output => outputs,
         }
     }
 
@@ -270,7 +280,7 @@ impl IoTable {
 
     /// Whether the model has no I/O tensor at all.
     pub fn is_empty(&self) -> bool {
-        self.inputs.is_empty() && self.outputs.is_empty()
+        self.tensors.is_empty()
     }
 
     /// The I/O index of the `usage` tensor called `name`.
