@@ -10,6 +10,7 @@ use nrt_core::driver::{
     Arch, CompatRange, CoreInitParams, DeviceInfo, Driver, DriverVersion, HwRevision, Platform,
     Reservation, ReserveRequest, SoftIncompatCallback,
 };
+use nrt_core::topology;
 
 use crate::error::LinuxError;
 use crate::sys::{self, DeviceFd, OpenMode};
@@ -527,14 +528,13 @@ impl Driver for LinuxDriver {
     fn init_cores(&self, params: &CoreInitParams) -> Result<(), LinuxError> {
         let mut st = self.state();
         let discovered = self.discovered(&mut st)?;
-        let per_device = params.topology.cores_per_device();
         // (node index, nc_map) per device, in core order.
         let mut devices: Vec<(u32, u32)> = Vec::new();
         for core in params.topology.pnc_range() {
-            let node = discovered
-                .base
-                .saturating_add(params.topology.device_of_pnc(core));
-            let bit = 1u32.checked_shl(core % per_device).unwrap_or(0);
+            let (device, in_device) =
+                topology::locate_pnc(core, params.topology.cores_per_device());
+            let node = discovered.base.saturating_add(device);
+            let bit = 1u32.checked_shl(in_device).unwrap_or(0);
             match devices.last_mut() {
                 Some((n, map)) if *n == node => *map |= bit,
                 _ => devices.push((node, bit)),

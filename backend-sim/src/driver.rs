@@ -16,6 +16,7 @@ use nrt_core::driver::{
     SoftIncompatCallback, StagedModel, SubgraphImage,
 };
 use nrt_core::io::TensorUsage;
+use nrt_core::topology;
 
 use crate::engine;
 use crate::instance::{DriverEmulation, Instance, SimConfig};
@@ -394,19 +395,21 @@ impl Driver for SimDriver {
                         &e,
                     )
                 })?;
-                let per_device = self.machine.config.instance.cores_per_device();
                 let mut dev = self
                     .machine
                     .device(self.device_of_pnc(image.pnc))
                     .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
-                let lp = dev.0.load(image.pnc % per_device, program).map_err(|e| {
-                    let kind = if e.status() == nrt_core::NrtStatus::Resource {
-                        ErrorKind::OutOfMemory
-                    } else {
-                        ErrorKind::InvalidArgument
-                    };
-                    SimError::with_detail(kind, "cannot load the simulator program", &e)
-                })?;
+                let lp = dev
+                    .0
+                    .load(self.locate_pnc(image.pnc).1, program)
+                    .map_err(|e| {
+                        let kind = if e.status() == nrt_core::NrtStatus::Resource {
+                            ErrorKind::OutOfMemory
+                        } else {
+                            ErrorKind::InvalidArgument
+                        };
+                        SimError::with_detail(kind, "cannot load the simulator program", &e)
+                    })?;
                 Some(lp)
             }
         };
@@ -584,8 +587,13 @@ impl Driver for SimDriver {
 }
 
 impl SimDriver {
+    /// Physical core `pnc` as (device, core within the device).
+    fn locate_pnc(&self, pnc: u32) -> (u32, u32) {
+        topology::locate_pnc(pnc, self.machine.config.instance.cores_per_device())
+    }
+
     fn device_of_pnc(&self, pnc: u32) -> u32 {
-        pnc / self.machine.config.instance.cores_per_device().max(1)
+        self.locate_pnc(pnc).0
     }
 
     /// The program tensors `request` binds, with the HBM address of each: every binding whose

@@ -2,7 +2,7 @@
 
 use nrt_backend::{AnyDriver, BackendKind};
 use nrt_core::driver::{Arch, DeviceInfo, Platform};
-use nrt_core::{CoreBitmap, Driver, Runtime};
+use nrt_core::{CoreBitmap, Driver, Runtime, topology};
 use nrt_sim::Reports;
 
 use crate::args::LsArgs;
@@ -92,7 +92,7 @@ fn show(
     let per = info.cores_per_device.max(1);
     let rows: Vec<Vec<String>> = (0..info.device_count)
         .map(|d| {
-            let cores = CoreBitmap::range(d * per, per);
+            let cores = topology::device_pncs(d, per);
             let mine = reserved.intersection(&cores);
             vec![
                 d.to_string(),

@@ -32,6 +32,22 @@ pub struct Topology {
     cores_per_device: u16,
 }
 
+/// Physical core `pnc` as (device, core within the device), on devices of `cores_per_device`
+/// physical cores (0 is taken as 1). The one place a physical core is located on its device.
+pub const fn locate_pnc(pnc: u32, cores_per_device: u32) -> (u32, u32) {
+    let per_device = if cores_per_device == 0 {
+        1
+    } else {
+        cores_per_device
+    };
+    (pnc / per_device, pnc % per_device)
+}
+
+/// The physical cores of device `device`, on devices of `cores_per_device` physical cores.
+pub fn device_pncs(device: u32, cores_per_device: u32) -> CoreBitmap {
+    CoreBitmap::range(device.saturating_mul(cores_per_device), cores_per_device)
+}
+
 /// Most physical cores a logical core may have.
 pub const MAX_LNC_SIZE: u32 = 8;
 
@@ -111,7 +127,7 @@ impl Topology {
 
     /// The device holding physical core `pnc`.
     pub const fn device_of_pnc(&self, pnc: u32) -> u32 {
-        pnc / self.cores_per_device()
+        locate_pnc(pnc, self.cores_per_device()).0
     }
 
     /// The physical cores of the process's logical cores.
@@ -427,6 +443,9 @@ mod tests {
         assert_eq!(t.pnc(4, 1), 9);
         assert_eq!(t.device_of_lnc(3), 0);
         assert_eq!(t.device_of_lnc(4), 1);
+        assert_eq!(locate_pnc(13, 8), (1, 5));
+        assert_eq!(locate_pnc(13, 0), (13, 0));
+        assert_eq!(device_pncs(1, 8), CoreBitmap::range(8, 8));
         assert_eq!(t.pnc_range(), 6..10);
         assert_eq!(t.physical_cores(), CoreBitmap::range(6, 4));
         assert_eq!(t.last_lnc(), 4);
