@@ -9,46 +9,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use nrt_core::Driver;
 use nrt_linux::sys;
 use serde_json::Value;
 
-/// `relative` inside `shared/`, the folder beside the repository (the CI layout has it, a fresh
-/// clone does not), when it exists. Otherwise one `SKIPPED` line naming the test and the path
-/// on stderr (written past the harness's output capture, so it always shows) and `None`; with
-/// `NRT_REQUIRE_SHARED=1` a panic instead. A copy of `nrt_tests::shared_path`: this crate does
-/// not depend on nrt-tests.
-fn shared_path(relative: &str) -> Option<PathBuf> {
-    use std::io::Write as _;
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let beside = manifest.parent().and_then(Path::parent).unwrap_or(manifest);
-    let path = beside.join("shared").join(relative);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var_os("NRT_REQUIRE_SHARED").is_some_and(|v| v == "1") {
-        panic!(
-            "{} is absent, and NRT_REQUIRE_SHARED=1 requires it (the `shared/` folder beside \
-             the repository)",
-            path.display()
-        );
-    }
-    let thread = std::thread::current();
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED in {}: {} is absent (no `shared/` folder beside the repository), so what needs \
-         it did not run; set NRT_REQUIRE_SHARED=1 to make this a failure",
-        thread.name().unwrap_or("this run"),
-        path.display()
-    );
-    None
-}
-
 /// The driver ABI description, or `None` (skip line printed) without `shared/`.
 fn abi() -> Option<Value> {
-    let path = shared_path("abi/neuron-driver-ioctl.json")?;
+    let path = nrt_tests::shared_path("abi/neuron-driver-ioctl.json")?;
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "cannot read the driver ABI description {}: {e}",

@@ -3,34 +3,12 @@
 //! the command's default backend and its flags overriding the variables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::Path;
 
 use assert_cmd::Command;
-
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/fixtures/neff/matmul_small.neff"
-);
-
-fn nrt() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nrt"));
-    for v in [
-        "NEURON_RT_LOG_LEVEL",
-        "NEURON_RT_VISIBLE_CORES",
-        "NEURON_RT_NUM_CORES",
-        "NEURON_RT_BACKEND",
-        "NEURON_RT_SIM_INSTANCE",
-        "NEURON_RT_SIM_DEVICES",
-        "NEURON_RT_SIM_PLUMBING",
-    ] {
-        c.env_remove(v);
-    }
-    c
-}
-
-fn stdout_of(c: &mut Command) -> String {
-    String::from_utf8(c.assert().success().get_output().stdout.clone()).unwrap()
-}
+use common::{nrt, plumbing_matmul_neff, stdout_of};
 
 /// Expects failure with `code` and exactly the one stderr line `error: {message}`.
 fn fails_with(c: &mut Command, code: i32, message: &str) {
@@ -133,11 +111,10 @@ fn invalid_variables_are_one_line_with_the_c_library_messages() {
 
 #[test]
 fn plumbing_can_be_refused_by_variable() {
-    if !Path::new(FIXTURE).exists() {
-        return; // the compiler fixture lives outside the repository
-    }
+    // A NEFF without a simulator program (the compiler fixture's shape, built here).
+    let (_dir, neff) = plumbing_matmul_neff();
     let out = nrt()
-        .args(["run", FIXTURE, "--instance", "trn2"])
+        .args(["run", &neff, "--instance", "trn2"])
         .env("NEURON_RT_SIM_PLUMBING", "0")
         .assert()
         .failure()

@@ -2,110 +2,12 @@
 //! on stderr with a non-zero exit status.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use assert_cmd::Command;
+use std::path::Path;
+
+use common::{compiler_fixture, example, nrt, plumbing_matmul_neff, stdout_of, write_npy};
 use predicates::prelude::*;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `relative` inside `shared/`, the folder beside the repository (the CI layout has it, a fresh
-/// clone does not), when it exists. Otherwise one `SKIPPED` line naming the test and the path
-/// on stderr (written past the harness's output capture, so it always shows) and `None`; with
-/// `NRT_REQUIRE_SHARED=1` a panic instead. A copy of `nrt_tests::shared_path`: this crate does
-/// not depend on nrt-tests.
-fn shared_path(relative: &str) -> Option<String> {
-    use std::io::Write as _;
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let beside = manifest.parent().and_then(Path::parent).unwrap_or(manifest);
-    let path = beside.join("shared").join(relative);
-    if path.exists() {
-        return Some(path.display().to_string());
-    }
-    if std::env::var_os("NRT_REQUIRE_SHARED").is_some_and(|v| v == "1") {
-        panic!(
-            "{} is absent, and NRT_REQUIRE_SHARED=1 requires it (the `shared/` folder beside \
-             the repository)",
-            path.display()
-        );
-    }
-    let thread = std::thread::current();
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED in {}: {} is absent (no `shared/` folder beside the repository), so what needs \
-         it did not run; set NRT_REQUIRE_SHARED=1 to make this a failure",
-        thread.name().unwrap_or("this run"),
-        path.display()
-    );
-    None
-}
-
-/// The compiler fixture `matmul_small.neff` (a real compiler NEFF), when `shared/` has it.
-fn compiler_fixture() -> Option<String> {
-    shared_path("fixtures/neff/matmul_small.neff")
-}
-
-/// A NEFF written by the project's writer with the compiler fixture's shape, in a temporary
-/// directory: two subgraphs and no simulator program (plumbing mode on a trn2 logical core),
-/// inputs `x` fp16 [128, 256] and `y` fp16 [256, 128], output `output0` fp16 [128, 128]. The
-/// same NEFF as `nrt_tests::models::plumbing_matmul_neff`.
-fn plumbing_matmul_neff() -> (tempfile::TempDir, String) {
-    use nrt_core::io::{Dtype, TensorUsage};
-    use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
-    let tensor = |name: &str, usage, shape: [u32; 2], var_id| NeffTensor {
-        name: name.into(),
-        usage,
-        size: 2 * u64::from(shape[0] * shape[1]),
-        dtype: Dtype::Float16,
-        shape: shape.into(),
-        var_id,
-    };
-    let bytes = neff::write(&NeffSpec {
-        name: "plumbing_matmul".into(),
-        uuid: *b"nrt-rs plumbing!",
-        version: (2, 0),
-        feature_bits: nrt_core::neff::NeffFeatures::TESTED,
-        lnc_size: 2,
-        num_tpb: 1,
-        gzip: true,
-        subgraphs: ["sg00", "sg01"]
-            .map(|name| SubgraphSpec {
-                name: name.into(),
-                members: vec![],
-            })
-            .into(),
-        tensors: vec![
-            tensor("x", TensorUsage::Input, [128, 256], 1),
-            tensor("y", TensorUsage::Input, [256, 128], 2),
-            tensor("output0", TensorUsage::Output, [128, 128], 3),
-        ],
-    })
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("plumbing_matmul.neff");
-    std::fs::write(&path, bytes).unwrap();
-    (dir, path.display().to_string())
-}
-
-fn example(name: &str) -> String {
-    root().join("examples").join(name).display().to_string()
-}
-
-fn nrt() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nrt"));
-    // The runtime's own log level must not add lines to stderr.
-    c.env_remove("NEURON_RT_LOG_LEVEL")
-        .env_remove("NEURON_RT_VISIBLE_CORES")
-        .env_remove("NEURON_RT_NUM_CORES");
-    c
-}
-
-fn stdout_of(c: &mut Command) -> String {
-    let out = c.assert().success().get_output().stdout.clone();
-    String::from_utf8(out).unwrap()
-}
 
 /// Runs `args`, expecting failure with `code` and exactly one stderr line that starts with
 /// "error: " and contains `needle`; no panic, no backtrace, nothing on stdout.
@@ -148,25 +50,6 @@ fn built_mlp() -> (tempfile::TempDir, String, String) {
         .success();
     let x = inputs.join("x_t.npy").display().to_string();
     (dir, neff, x)
-}
-
-/// A `.npy` file (version 1.0, C order) with a descr, a shape and raw little-endian data.
-fn write_npy(path: &Path, descr: &str, shape: &[u64], data: &[u8]) {
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut v = b"\x93NUMPY\x01\x00".to_vec();
-    v.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    v.extend_from_slice(h.as_bytes());
-    v.extend_from_slice(data);
-    std::fs::write(path, v).unwrap();
 }
 
 // ---- run -------------------------------------------------------------------------------------

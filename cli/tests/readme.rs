@@ -12,21 +12,15 @@
 //! separately, as the kernel documents, and its output is fp32.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use assert_cmd::Command;
+use common::{read_f32_npy, root};
 use nrt_sim::engine::{DType, round_through};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn nrt() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nrt"));
-    c.current_dir(root())
-        .env_remove("NEURON_RT_LOG_LEVEL")
-        .env_remove("NEURON_RT_VISIBLE_CORES")
-        .env_remove("NEURON_RT_NUM_CORES");
+    let mut c = common::nrt();
+    c.current_dir(root());
     c
 }
 
@@ -69,20 +63,6 @@ fn spec(name: &str) -> toml::Table {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-/// Reads a float32 `.npy` written by `nrt run --output-dir`.
-fn read_f32_npy(path: &Path) -> (String, Vec<f32>) {
-    let b = std::fs::read(path).unwrap();
-    assert!(b.starts_with(b"\x93NUMPY\x01\x00"));
-    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
-    let header = String::from_utf8(b[10..10 + hlen].to_vec()).unwrap();
-    assert!(header.contains("'descr': '<f4'"), "{header}");
-    let data = b[10 + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    (header, data)
 }
 
 /// Distance in bf16 steps between two bf16-exact values.

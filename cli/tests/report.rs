@@ -4,36 +4,12 @@
 //! with the inputs given.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use common::{nrt, quiet_stdout_of as stdout_of};
 use nrt_sim::engine::{DType, kernels};
-
-fn nrt() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nrt"));
-    for v in [
-        "NEURON_RT_LOG_LEVEL",
-        "NEURON_RT_VISIBLE_CORES",
-        "NEURON_RT_NUM_CORES",
-        "NEURON_RT_BACKEND",
-        "NEURON_RT_SIM_INSTANCE",
-        "NEURON_RT_SIM_DEVICES",
-        "NEURON_RT_SIM_PLUMBING",
-    ] {
-        c.env_remove(v);
-    }
-    c
-}
-
-fn stdout_of(c: &mut Command) -> String {
-    let out = c.assert().success().get_output().clone();
-    assert!(
-        out.stderr.is_empty(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// The value of the summary line `label` (the text after the padded label).
 fn field<'a>(stdout: &'a str, label: &str) -> &'a str {
@@ -45,33 +21,9 @@ fn field<'a>(stdout: &'a str, label: &str) -> &'a str {
 
 /// A float32 `.npy` (version 1.0, C order).
 fn write_f32_npy(path: &Path, shape: &[usize], data: &[f32]) {
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let mut h = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut v = b"\x93NUMPY\x01\x00".to_vec();
-    v.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    v.extend_from_slice(h.as_bytes());
-    for x in data {
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    std::fs::write(path, v).unwrap();
-}
-
-/// The data of a float32 `.npy` written by `nrt run --output-dir`.
-fn read_f32_npy(path: &Path) -> Vec<f32> {
-    let b = std::fs::read(path).unwrap();
-    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
-    assert!(String::from_utf8_lossy(&b[10..10 + hlen]).contains("'<f4'"));
-    b[10 + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+    common::write_npy(path, "<f4", &shape, &bytes);
 }
 
 const K: usize = 4;
@@ -133,7 +85,7 @@ fn run_matmul(
             .arg(&out)
             .args(extra),
     );
-    (s, read_f32_npy(&out.join("out.npy")))
+    (s, common::read_f32_npy(&out.join("out.npy")).1)
 }
 
 fn assert_counters(s: &str) {
@@ -262,7 +214,7 @@ fn every_subgraph_of_a_logical_core_reports() {
             .arg(&out),
     );
     let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
-    assert_eq!(read_f32_npy(&out.join("out.npy")), want);
+    assert_eq!(common::read_f32_npy(&out.join("out.npy")).1, want);
     assert!(
         s.contains("engines of subgraph 0 (physical core 0), in ticks"),
         "{s}"
