@@ -1,6 +1,8 @@
 //! Simulator programs carried in NEFFs: the program is the member
-//! [`SIM_PROGRAM_MEMBER`](nrt_core::neff::SIM_PROGRAM_MEMBER) of a subgraph directory, and the
-//! model's I/O tensors are the program's input and output tensors, bound by name.
+//! [`SIM_PROGRAM_MEMBER`] of a subgraph directory, and the
+//! model's I/O tensors are the program's input and output tensors of the same names (the
+//! simulator driver maps each I/O index to its program tensor by that name once, when it stages
+//! the subgraph).
 
 use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SIM_PROGRAM_MEMBER, SubgraphSpec};
