@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nrt_core::{Error, err};
 
-use super::exec::{ExecEnv, ExecOptions, ExecReport, execute};
+use super::exec::{ExecEnv, ExecOptions, ExecReport, run_program};
 use super::memory::{Hbm, OnChip};
 use super::program::{Program, TensorKind};
 use crate::Instance;
@@ -310,7 +310,7 @@ impl Device {
             sbuf: &mut core.sbuf,
             psum: &mut core.psum,
         };
-        Ok(execute(&mut env, opts))
+        Ok(run_program(&mut env, opts))
     }
 
     /// Writes `inputs` by name, executes, and returns every output tensor by name with the

@@ -15,7 +15,7 @@
 //! The executor ([`Executor`]) is one struct whose `impl` is spread over this module's files,
 //! one concern each:
 //!
-//! * `mod.rs` — the executor's state, the entry point [`execute`], the run loop and event
+//! * `mod.rs` — the executor's state, the entry point [`run_program`], the run loop and event
 //!   scheduling (the next event, time accounting, timeout);
 //! * `issue.rs` — issuing instructions: semaphores, DMA triggers, notifications, unit and port
 //!   availability;
@@ -225,8 +225,8 @@ struct Executor<'a, 'e> {
 const PORT_SBUF_VG: usize = 0;
 const PORT_PSUM_VS: usize = 1;
 
-/// Runs `env.program` to completion (or timeout) and reports.
-pub(crate) fn execute(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecReport {
+/// One program run: `env.program` on one core, to completion (or timeout), and its report.
+pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecReport {
     let mut sems = vec![0u32; SEMAPHORES];
     for &(s, v) in &env.program.sem_init {
         if let Some(x) = sems.get_mut(usize::from(s)) {
