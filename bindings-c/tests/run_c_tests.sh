@@ -55,7 +55,7 @@ elif [ "${NRT_REQUIRE_SHARED:-}" = 1 ]; then
   exit 1
 else
   echo "SKIPPED: $fixture is absent (no shared/ folder beside the repository): run_neff runs the MLP NEFF instead" >&2
-  run_neff_arg="$work/mlp"
+  run_neff_arg="$work/mlp/mlp.neff"
   run_neff_instance=-uNEURON_RT_SIM_INSTANCE
 fi
 arg_for() { if [ "$1" = run_neff ]; then echo "$run_neff_arg"; else echo "$work/mlp"; fi; }
