@@ -1,0 +1,107 @@
+//! `nrt-kernel`: write NeuronCore simulator kernels at the tile level, the way NKI does, and
+//! build them into an engine [`Program`] (which `nrt_sim::neff::neff_from_programs` packs
+//! into a NEFF the runtime loads and executes).
+//!
+//! * **Tensors and tiles.** A [`Kernel`] declares HBM tensors ([`Kernel::input`],
+//!   [`Kernel::output`], [`Kernel::constant`], [`Kernel::scratch`]) and allocates SBUF and
+//!   PSUM tiles ([`Kernel::sbuf_tile`], [`Kernel::psum_tile`], [`Kernel::tile_at`] for an
+//!   explicit [`Placement`]). A tile's first dimension is its partition dimension (≤ 128),
+//!   the rest are free dimensions in each partition. Both dereference to a [`View`]; views
+//!   are narrowed with `slice`, `slice_step`, `select`, `reshape`, `permute`, `broadcast`.
+//! * **Operations** named and behaving like `nki.isa` — [`Kernel::dma_copy`],
+//!   [`Kernel::tensor_copy`], [`Kernel::memset`], [`Kernel::iota`], [`Kernel::nc_matmul`],
+//!   [`Kernel::tensor_tensor`], [`Kernel::tensor_scalar`], [`Kernel::activation`] — run on
+//!   the engine NKI assigns them (VectorE, ScalarE for `activation`, GpSimdE for the fills,
+//!   TensorE for matmuls, DMA queues for copies). [`Kernel::emit`] takes the operation
+//!   structs ([`TensorTensor`], [`DmaCopy`], ...), whose `engine` field overrides the engine
+//!   where NKI has an `engine=` argument. Operations are recorded in program order.
+//! * **Synchronisation is automatic.** The kernel tracks what every operation reads and
+//!   writes (by the engine hazard detector's footprints) and emits the semaphore waits, the
+//!   signals and the DMA triggers that order every read-after-write, write-after-read and
+//!   write-after-write between engines and DMA queues, and nothing an engine's or a queue's
+//!   own order already guarantees. Each agent (engine or DMA queue) that others wait for
+//!   counts its completed operations on its own semaphore; a wait is "counter ≥ n". Programs
+//!   built this way run with an empty [`ExecReport::hazards`](nrt_sim::engine::ExecReport).
+//! * **Allocation is automatic.** Tiles are placed first fit (quadrant-aware in partitions,
+//!   64-byte aligned; PSUM tiles never cross a 2 KiB bank unless they span whole banks),
+//!   freed with [`Kernel::free`] or at the end of a [`Kernel::scope`]; running out is an
+//!   `NRT_RESOURCE` error naming the tile and the space left. Semaphores are assigned at
+//!   [`Kernel::build`].
+//!
+//! Every misuse — a shape, dtype, space or bounds error, a freed tile, a view of another
+//! kernel — is an `nrt_core::Error` (`NRT_INVALID`) whose message names the operation and
+//! the tensor or tile; nothing panics on API input, and a failed operation records nothing.
+//!
+//! # Example
+//!
+//! `out = relu(a + b) · 0.5` over a `[256, 64]` tensor, 128 rows per tile:
+//!
+//! ```
+//! use nrt_kernel::{ActBias, ActFunc, AluOp, DType, Kernel};
+//! use nrt_sim::Instance;
+//! use nrt_sim::engine::{Device, ExecOptions, decode_f32, encode_f32};
+//!
+//! let mut k = Kernel::new("add_relu_scale");
+//! let a = k.input("a", DType::F32, &[256, 64])?;
+//! let b = k.input("b", DType::F32, &[256, 64])?;
+//! let out = k.output("out", DType::F32, &[256, 64])?;
+//! for t in 0..2 {
+//!     let rows = t * 128..(t + 1) * 128;
+//!     k.scope(|k| {
+//!         let ta = k.sbuf_tile("ta", DType::F32, &[128, 64])?;
+//!         let tb = k.sbuf_tile("tb", DType::F32, &[128, 64])?;
+//!         k.dma_copy(&ta, &a.slice(0, rows.clone())?)?;
+//!         k.dma_copy(&tb, &b.slice(0, rows.clone())?)?;
+//!         k.tensor_tensor(&ta, &ta, &tb, AluOp::Add)?; // VectorE
+//!         k.activation(&tb, ActFunc::Relu, &ta, ActBias::None, 1.0)?; // ScalarE
+//!         k.tensor_scalar(&ta, &tb, AluOp::Mul, 0.5)?; // VectorE
+//!         k.dma_copy(&out.slice(0, rows.clone())?, &ta) // triggered by VectorE
+//!     })?;
+//! }
+//! let program = k.build()?;
+//!
+//! let mut dev = Device::new(Instance::Trn1);
+//! let lp = dev.load(0, program)?;
+//! let av: Vec<f32> = (0..256 * 64).map(|i| (i % 7) as f32 - 3.0).collect();
+//! let bv: Vec<f32> = (0..256 * 64).map(|i| (i % 5) as f32).collect();
+//! let inputs = [
+//!     ("a", encode_f32(DType::F32, &av)),
+//!     ("b", encode_f32(DType::F32, &bv)),
+//! ];
+//! let inputs: Vec<(&str, &[u8])> = inputs.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+//! let (outs, report) = dev.run(&lp, &inputs, &ExecOptions::default())?;
+//! assert!(report.hazards.is_empty());
+//! let got = decode_f32(DType::F32, &outs[0].1);
+//! for i in 0..av.len() {
+//!     assert_eq!(got[i], (av[i] + bv[i]).max(0.0) * 0.5);
+//! }
+//! # Ok::<(), nrt_core::Error>(())
+//! ```
+//!
+//! # Modules
+//!
+//! `handle.rs` (memories, placements, view bases) → `view.rs` (views) → `layout.rs` (views to
+//! access patterns and DMA descriptors); `alloc.rs` (the tile allocator); `sync/` (agents and
+//! clocks, the access log, the wait planner); `stream.rs` (engine streams and their assembly
+//! into a program) → `kernel.rs` ([`Kernel`], [`Tensor`], [`Tile`]) → `ops/` (the operations).
+
+#![forbid(unsafe_code)]
+
+mod alloc;
+mod handle;
+mod kernel;
+mod layout;
+mod ops;
+mod stream;
+mod sync;
+mod view;
+
+pub use handle::{Memory, Placement};
+pub use kernel::{Kernel, Tensor, Tile};
+pub use ops::{
+    ActBias, Activation, DmaCopy, Iota, Memset, NcMatmul, Op, TensorCopy, TensorScalar,
+    TensorTensor,
+};
+pub use view::View;
+
+pub use nrt_sim::engine::{ActFunc, AluOp, DType, EngineId, Program, TensorKind};
