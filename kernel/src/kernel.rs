@@ -253,6 +253,43 @@ impl Kernel {
         dtype: DType,
         shape: &[usize],
     ) -> Result<Tile, Error> {
+        let at = self.find_place(name, mem, dtype, shape)?;
+        self.place(name, mem, dtype, shape, at, true)
+    }
+
+    /// A tile outside any scope (for pools): at `at` (checked) or first fit.
+    pub(crate) fn tile_unscoped(
+        &mut self,
+        name: &str,
+        mem: Memory,
+        dtype: DType,
+        shape: &[usize],
+        at: Option<Placement>,
+    ) -> Result<Tile, Error> {
+        let at = match at {
+            Some(at) => {
+                self.check_place(name, mem, dtype, shape, at)?;
+                at
+            }
+            None => self.find_place(name, mem, dtype, shape)?,
+        };
+        self.place(name, mem, dtype, shape, at, false)
+    }
+
+    /// Whether `tile` is a live tile of this kernel.
+    pub fn is_live(&self, tile: &Tile) -> bool {
+        let b = &tile.view.base;
+        b.kernel == self.id && self.tiles.get(b.id as usize).is_some_and(|r| r.live)
+    }
+
+    /// First fit, or the "full" error naming the tile and the space left.
+    fn find_place(
+        &self,
+        name: &str,
+        mem: Memory,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Placement, Error> {
         let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape)?;
         let alloc = if space == Space::Sbuf {
             &self.sbuf
@@ -288,16 +325,10 @@ impl Kernel {
                 )
             });
         };
-        self.place(
-            name,
-            mem,
-            dtype,
-            shape,
-            Placement {
-                start_partition: start,
-                offset,
-            },
-        )
+        Ok(Placement {
+            start_partition: start,
+            offset,
+        })
     }
 
     /// A tile at an explicit placement. The placement must obey the partition-start rule,
@@ -311,6 +342,19 @@ impl Kernel {
         shape: &[usize],
         at: Placement,
     ) -> Result<Tile, Error> {
+        self.check_place(name, mem, dtype, shape, at)?;
+        self.place(name, mem, dtype, shape, at, true)
+    }
+
+    /// The checks of an explicit placement.
+    fn check_place(
+        &self,
+        name: &str,
+        mem: Memory,
+        dtype: DType,
+        shape: &[usize],
+        at: Placement,
+    ) -> Result<(), Error> {
         let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape)?;
         let (s, o) = (at.start_partition, at.offset);
         if !partition_start_ok(s as u32, partitions as u32) {
@@ -329,7 +373,7 @@ impl Kernel {
         if o + bytes > space.partition_bytes() {
             return Err(err!(
                 Invalid,
-                "tile '{name}': bytes [{o}, {}) exceed the {} bytes of a {mem} partition",
+                "tile '{name}': bytes [{o}, {}) exceed the {} bytes per partition of {mem}",
                 o + bytes,
                 space.partition_bytes()
             ));
@@ -358,7 +402,7 @@ impl Kernel {
                 o + bytes
             ));
         }
-        self.place(name, mem, dtype, shape, at)
+        Ok(())
     }
 
     fn place(
@@ -368,6 +412,7 @@ impl Kernel {
         dtype: DType,
         shape: &[usize],
         at: Placement,
+        scoped: bool,
     ) -> Result<Tile, Error> {
         let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape)?;
         let id = u32::try_from(self.tiles.len())
@@ -388,7 +433,7 @@ impl Kernel {
         };
         self.forget_matmuls(&rec);
         self.tiles.push(rec);
-        if let Some(scope) = self.scopes.last_mut() {
+        if let Some(scope) = self.scopes.last_mut().filter(|_| scoped) {
             scope.push(id);
         }
         let base = Base {
@@ -644,7 +689,8 @@ fn tile_shape(
     if bytes > space.partition_bytes() {
         return Err(err!(
             Invalid,
-            "tile '{name}': {} {dtype} needs {bytes} bytes per partition; a {mem} partition has {}",
+            "tile '{name}': {} {dtype} needs {bytes} bytes per partition; {mem} has {} per \
+             partition",
             shape_str(shape),
             space.partition_bytes()
         ));

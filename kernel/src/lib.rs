@@ -92,12 +92,14 @@ mod handle;
 mod kernel;
 mod layout;
 mod ops;
+mod pool;
 mod stream;
 mod sync;
 mod view;
 
 pub use handle::{Memory, Placement};
 pub use kernel::{Kernel, Tensor, Tile};
+pub use pool::TilePool;
 pub use ops::{
     ActBias, Activation, DmaCopy, Iota, Memset, NcMatmul, Op, TensorCopy, TensorScalar,
     TensorTensor,
