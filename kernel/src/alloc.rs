@@ -116,7 +116,8 @@ impl Allocator {
         bytes: usize,
     ) -> Option<u32> {
         let (q0, q1) = quadrants(start, partitions);
-        self.conflict(q0, q1, offset, offset + bytes).map(|b| b.tile)
+        self.conflict(q0, q1, offset, offset + bytes)
+            .map(|b| b.tile)
     }
 
     /// Records tile `tile` at `(start, offset)`.

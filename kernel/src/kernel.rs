@@ -178,10 +178,7 @@ impl Kernel {
             ));
         }
         if !is_const && !data.is_empty() {
-            return Err(err!(
-                Invalid,
-                "tensor '{name}': only constants carry data"
-            ));
+            return Err(err!(Invalid, "tensor '{name}': only constants carry data"));
         }
         let id = u32::try_from(self.tensors.len())
             .map_err(|_| err!(Invalid, "tensor '{name}': too many tensors"))?;

@@ -164,16 +164,29 @@ pub(crate) fn copy_descriptors(dst: &View, src: &View) -> Result<Vec<DmaDescript
                 src.describe()
             ));
         };
-        let len = u32::try_from(chunk * es)
-            .map_err(|_| err!(Invalid, "a contiguous run of {} bytes is too long", chunk * es))?;
+        let len = u32::try_from(chunk * es).map_err(|_| {
+            err!(
+                Invalid,
+                "a contiguous run of {} bytes is too long",
+                chunk * es
+            )
+        })?;
         match out.last_mut() {
             Some(prev) if follows(&prev.src, prev.len, &s) && follows(&prev.dst, prev.len, &d) => {
                 match prev.len.checked_add(len) {
                     Some(l) => prev.len = l,
-                    None => out.push(DmaDescriptor { src: s, dst: d, len }),
+                    None => out.push(DmaDescriptor {
+                        src: s,
+                        dst: d,
+                        len,
+                    }),
                 }
             }
-            _ => out.push(DmaDescriptor { src: s, dst: d, len }),
+            _ => out.push(DmaDescriptor {
+                src: s,
+                dst: d,
+                len,
+            }),
         }
         e += chunk;
     }
@@ -244,7 +257,14 @@ mod tests {
         let ap = access_pattern(&s).unwrap();
         assert_eq!(
             ap,
-            AccessPattern::new(Space::Sbuf, DType::F32, 64, 32, 1024 + 32, &[(4, 128), (8, 1)])
+            AccessPattern::new(
+                Space::Sbuf,
+                DType::F32,
+                64,
+                32,
+                1024 + 32,
+                &[(4, 128), (8, 1)]
+            )
         );
         let bad = t.slice(0, 16..48).unwrap();
         assert!(access_pattern(&bad).is_err());
@@ -257,7 +277,11 @@ mod tests {
             DType::F32,
             &[4, 64],
         );
-        let h = View::full(base(Memory::Hbm, 0, Placement::default()), DType::F32, &[4, 64]);
+        let h = View::full(
+            base(Memory::Hbm, 0, Placement::default()),
+            DType::F32,
+            &[4, 64],
+        );
         let d = copy_descriptors(&t, &h).unwrap();
         assert_eq!(d.len(), 4);
         assert_eq!(d[1].len, 256);
@@ -276,9 +300,13 @@ mod tests {
             }
         );
         // A transposed HBM view: one element per descriptor.
-        let ht = View::full(base(Memory::Hbm, 0, Placement::default()), DType::F32, &[64, 4])
-            .permute(&[1, 0])
-            .unwrap();
+        let ht = View::full(
+            base(Memory::Hbm, 0, Placement::default()),
+            DType::F32,
+            &[64, 4],
+        )
+        .permute(&[1, 0])
+        .unwrap();
         let d = copy_descriptors(&t, &ht).unwrap();
         assert_eq!(d.len(), 256);
         // HBM -> HBM contiguous merges into one descriptor.

@@ -99,11 +99,11 @@ mod view;
 
 pub use handle::{Memory, Placement};
 pub use kernel::{Kernel, Tensor, Tile};
-pub use pool::TilePool;
 pub use ops::{
     ActBias, Activation, DmaCopy, Iota, Memset, NcMatmul, Op, TensorCopy, TensorScalar,
     TensorTensor,
 };
+pub use pool::TilePool;
 pub use view::View;
 
 pub use nrt_sim::engine::{ActFunc, AluOp, DType, EngineId, Program, TensorKind};

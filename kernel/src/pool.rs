@@ -36,7 +36,10 @@ impl Kernel {
         bufs: usize,
     ) -> Result<TilePool, Error> {
         if bufs == 0 {
-            return Err(err!(Invalid, "tile pool '{name}': needs at least one buffer"));
+            return Err(err!(
+                Invalid,
+                "tile pool '{name}': needs at least one buffer"
+            ));
         }
         let mut current = Vec::with_capacity(bufs);
         let mut places = Vec::with_capacity(bufs);

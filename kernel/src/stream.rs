@@ -4,9 +4,7 @@
 //! placed, `Halt` ends every stream, and the program is validated.
 
 use nrt_core::{Error, err};
-use nrt_sim::engine::{
-    DmaDescriptor, EngineId, Instr, Program, SEMAPHORES, SemCmp, TensorDecl,
-};
+use nrt_sim::engine::{DmaDescriptor, EngineId, Instr, Program, SEMAPHORES, SemCmp, TensorDecl};
 
 use crate::sync::{AGENTS, Agent, Sync, Wait};
 
@@ -20,7 +18,11 @@ pub(crate) enum Item {
     /// The end of this engine's operation `pos`: its signal goes here when someone waits.
     OpEnd(u32),
     /// Enqueue descriptors `[first, first + count)` on `queue` (a DMA queue agent).
-    Trigger { queue: Agent, first: u32, count: u32 },
+    Trigger {
+        queue: Agent,
+        first: u32,
+        count: u32,
+    },
 }
 
 /// Semaphore of each agent that needs one (`None`: no semaphore).

@@ -226,7 +226,11 @@ impl View {
                     Invalid,
                     "view of {}: reshape needs a contiguous view{}",
                     self.base,
-                    if on_chip { " inside each partition" } else { "" }
+                    if on_chip {
+                        " inside each partition"
+                    } else {
+                        ""
+                    }
                 ));
             }
             expect = expect.saturating_mul(d.size);
@@ -423,7 +427,10 @@ mod tests {
         assert_eq!(r.shape(), vec![3, 16]);
         assert!(a.slice(1, 0..4).unwrap().reshape(&[24]).is_err());
         let t = a.permute(&[1, 0]).unwrap();
-        assert_eq!(t.dims, vec![Dim { size: 8, stride: 1 }, Dim { size: 6, stride: 8 }]);
+        assert_eq!(
+            t.dims,
+            vec![Dim { size: 8, stride: 1 }, Dim { size: 6, stride: 8 }]
+        );
         assert!(a.permute(&[0, 0]).is_err());
         let v = hbm(&[1, 8]).broadcast(0, 4).unwrap();
         assert!(v.has_repeats());

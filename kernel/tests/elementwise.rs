@@ -145,10 +145,16 @@ fn strided_views_and_sbuf_to_sbuf_copies() {
     let x = k.sbuf_tile("x", DType::F32, &[r, c]).unwrap();
     let y = k.sbuf_tile("y", DType::F32, &[r, c]).unwrap();
     k.dma_copy(&x, &a).unwrap();
-    k.dma_copy(&y.slice(1, 0..c / 2).unwrap(), &x.slice(1, c / 2..c).unwrap())
-        .unwrap();
-    k.dma_copy(&y.slice(1, c / 2..c).unwrap(), &x.slice(1, 0..c / 2).unwrap())
-        .unwrap();
+    k.dma_copy(
+        &y.slice(1, 0..c / 2).unwrap(),
+        &x.slice(1, c / 2..c).unwrap(),
+    )
+    .unwrap();
+    k.dma_copy(
+        &y.slice(1, c / 2..c).unwrap(),
+        &x.slice(1, 0..c / 2).unwrap(),
+    )
+    .unwrap();
     k.dma_copy(&even, &y.slice_step(1, .., 2).unwrap()).unwrap();
     let p = k.build().unwrap();
     let av: Vec<f32> = (0..r * c).map(|i| i as f32).collect();

@@ -21,8 +21,10 @@ fn matmul_kernel(m: usize, kd: usize, n: usize, dtype: DType) -> Program {
         let kh = 128.min(kd - k0);
         let wt = k.sbuf_tile(&format!("w{k0}"), dtype, &[kh, m]).unwrap();
         let xt = k.sbuf_tile(&format!("x{k0}"), dtype, &[kh, n]).unwrap();
-        k.dma_copy(&wt, &lhs.slice(0, k0..k0 + kh).unwrap()).unwrap();
-        k.dma_copy(&xt, &rhs.slice(0, k0..k0 + kh).unwrap()).unwrap();
+        k.dma_copy(&wt, &lhs.slice(0, k0..k0 + kh).unwrap())
+            .unwrap();
+        k.dma_copy(&xt, &rhs.slice(0, k0..k0 + kh).unwrap())
+            .unwrap();
         w.push(wt);
         x.push(xt);
     }
@@ -51,9 +53,11 @@ fn check(m: usize, kd: usize, n: usize, dtype: DType) {
     let kt = kd.div_ceil(128);
     let blocks = m.div_ceil(128) * n.div_ceil(512);
     let mm = |acc: bool| {
-        common::count(&p, EngineId::Tensor, |i| {
-            matches!(i, Instr::MultiplyMoving { accumulate, .. } if *accumulate == acc)
-        })
+        common::count(
+            &p,
+            EngineId::Tensor,
+            |i| matches!(i, Instr::MultiplyMoving { accumulate, .. } if *accumulate == acc),
+        )
     };
     assert_eq!(mm(false), blocks);
     assert_eq!(mm(true), blocks * (kt - 1));
@@ -66,7 +70,10 @@ fn check(m: usize, kd: usize, n: usize, dtype: DType) {
         .collect();
     let (outs, report) = run(
         &p,
-        &[("lhs_t", encode_f32(dtype, &a)), ("rhs", encode_f32(dtype, &b))],
+        &[
+            ("lhs_t", encode_f32(dtype, &a)),
+            ("rhs", encode_f32(dtype, &b)),
+        ],
     );
     let got = decode_f32(DType::F32, output(&outs, "out"));
     for i in 0..m {
@@ -115,10 +122,18 @@ fn explicit_accumulate_and_inference_errors() {
     k.nc_matmul(&ps, &w, &mv).unwrap();
     k.nc_matmul(&ps, &w, &mv).unwrap();
     let ps2 = k.psum_tile("ps2", DType::F32, &[64, 512]).unwrap();
-    k.nc_matmul(&ps2.slice(1, 0..256).unwrap(), &w, &mv.slice(1, 0..256).unwrap())
-        .unwrap();
+    k.nc_matmul(
+        &ps2.slice(1, 0..256).unwrap(),
+        &w,
+        &mv.slice(1, 0..256).unwrap(),
+    )
+    .unwrap();
     let e = k
-        .nc_matmul(&ps2.slice(1, 128..384).unwrap(), &w, &mv.slice(1, 0..256).unwrap())
+        .nc_matmul(
+            &ps2.slice(1, 128..384).unwrap(),
+            &w,
+            &mv.slice(1, 0..256).unwrap(),
+        )
         .unwrap_err();
     assert_eq!(
         e.message(),

@@ -94,7 +94,8 @@ impl Op for DmaCopy<'_> {
                 dst.describe()
             ));
         }
-        let descs = copy_descriptors(dst, src).map_err(|e| err!(Invalid, "{n}: {}", e.message()))?;
+        let descs =
+            copy_descriptors(dst, src).map_err(|e| err!(Invalid, "{n}: {}", e.message()))?;
         if dm == sm && overlapping(&descs) {
             return Err(err!(
                 Invalid,
@@ -111,7 +112,11 @@ impl Op for DmaCopy<'_> {
 fn span(ep: &DmaEndpoint, len: u32) -> Option<(u8, u64, u64)> {
     match *ep {
         DmaEndpoint::Sbuf { partition, offset } | DmaEndpoint::Psum { partition, offset } => {
-            Some((partition, u64::from(offset), u64::from(offset) + u64::from(len)))
+            Some((
+                partition,
+                u64::from(offset),
+                u64::from(offset) + u64::from(len),
+            ))
         }
         DmaEndpoint::Hbm { .. } => None,
     }
@@ -129,11 +134,14 @@ fn overlapping(descs: &[DmaDescriptor]) -> bool {
             _ => union.push(s),
         }
     }
-    descs.iter().filter_map(|d| span(&d.dst, d.len)).any(|(p, b0, b1)| {
-        // The first source interval of partition p that ends after b0.
-        let i = union.partition_point(|&(sp, _, se)| (sp, se) <= (p, b0));
-        union.get(i).is_some_and(|&(sp, s0, _)| sp == p && s0 < b1)
-    })
+    descs
+        .iter()
+        .filter_map(|d| span(&d.dst, d.len))
+        .any(|(p, b0, b1)| {
+            // The first source interval of partition p that ends after b0.
+            let i = union.partition_point(|&(sp, _, se)| (sp, se) <= (p, b0));
+            union.get(i).is_some_and(|&(sp, s0, _)| sp == p && s0 < b1)
+        })
 }
 
 impl Kernel {

@@ -67,7 +67,10 @@ mod tests {
 
     #[test]
     fn agents_round_trip() {
-        assert_eq!(Agent::engine(EngineId::Scalar).as_engine(), Some(EngineId::Scalar));
+        assert_eq!(
+            Agent::engine(EngineId::Scalar).as_engine(),
+            Some(EngineId::Scalar)
+        );
         let q = Agent::queue(15, EngineId::GpSimd);
         assert_eq!(q.index(), AGENTS - 1);
         assert_eq!(q.as_queue(), Some((15, 4)));

@@ -1,0 +1,227 @@
+//! Misuse is an `NRT_INVALID` error with an exact message naming the operation and the
+//! tensor or tile — shape mismatches, partition counts, wrong spaces, dtypes, engines, freed
+//! tiles, views of another kernel — and a failed operation records nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use nrt_core::NrtStatus;
+use nrt_kernel::{ActBias, ActFunc, AluOp, DType, DmaCopy, EngineId, Kernel, Memset, TensorTensor};
+
+fn msg(r: Result<(), nrt_core::Error>) -> String {
+    let e = r.unwrap_err();
+    assert_eq!(e.status(), NrtStatus::Invalid, "{e}");
+    e.message().to_owned()
+}
+
+#[test]
+fn shape_mismatches() {
+    let mut k = Kernel::new("shapes");
+    let a = k.sbuf_tile("a", DType::F32, &[128, 512]).unwrap();
+    let b = k.sbuf_tile("b", DType::F32, &[128, 512]).unwrap();
+    let c = k.sbuf_tile("c", DType::F32, &[128, 256]).unwrap();
+    assert_eq!(
+        msg(k.tensor_tensor(&c, &a, &b, AluOp::Add)),
+        "tensor_tensor: data1 SBUF tile 'a' [128, 512] fp32 does not match dst SBUF tile 'c' \
+         [128, 256] fp32 (128 partitions x 512 elements vs 128 x 256)"
+    );
+    assert_eq!(
+        msg(k.tensor_copy(&a.slice(0, 0..64).unwrap(), &b)),
+        "tensor_copy: src SBUF tile 'b' [128, 512] fp32 does not match dst SBUF tile 'a' \
+         [64, 512] fp32 (128 partitions x 512 elements vs 64 x 512)"
+    );
+    let x = k.input("x", DType::F32, &[128, 500]).unwrap();
+    assert_eq!(
+        msg(k.dma_copy(&a, &x)),
+        "dma_copy: dst SBUF tile 'a' [128, 512] fp32 and src HBM tensor 'x' [128, 500] fp32 \
+         have different shapes ([128, 512] and [128, 500] without size-1 dimensions)"
+    );
+    let bias = k.sbuf_tile("bias", DType::F32, &[128, 2]).unwrap();
+    assert_eq!(
+        msg(k.activation(&a, ActFunc::Relu, &b, &bias, 1.0)),
+        "activation: bias SBUF tile 'bias' [128, 2] fp32 must be [128, 1] (one value per \
+         partition of dst)"
+    );
+    let w = k.sbuf_tile("w", DType::F32, &[64, 128]).unwrap();
+    let ps = k.psum_tile("ps", DType::F32, &[128, 512]).unwrap();
+    assert_eq!(
+        msg(k.nc_matmul(&ps, &w, &a)),
+        "nc_matmul: stationary SBUF tile 'w' [64, 128] fp32 has K = 64 partitions, moving SBUF \
+         tile 'a' [128, 512] fp32 has 128; both contract over their partition dimension"
+    );
+    let w2 = k.sbuf_tile("w2", DType::F32, &[128, 200]).unwrap();
+    assert_eq!(
+        msg(k.nc_matmul(&ps, &w2, &a)),
+        "nc_matmul: stationary SBUF tile 'w2' [128, 200] fp32 has M = 200 columns; at most 128"
+    );
+    let ps2 = k.psum_tile("ps2", DType::F32, &[64, 512]).unwrap();
+    let w3 = k.sbuf_tile("w3", DType::F32, &[128, 128]).unwrap();
+    assert_eq!(
+        msg(k.nc_matmul(&ps2, &w3, &a)),
+        "nc_matmul: dst PSUM tile 'ps2' [64, 512] fp32 must be [M, N] = [128, 512]"
+    );
+    assert_eq!(
+        msg(a.slice(1, 500..600).map(|_| ())),
+        "view of SBUF tile 'a': range 500..600 of dimension 1 (size 512) is empty or out of \
+         bounds"
+    );
+    assert_eq!(
+        msg(a.reshape(&[128, 500]).map(|_| ())),
+        "view of SBUF tile 'a': 65536 elements cannot take shape [128, 500]"
+    );
+}
+
+#[test]
+fn partitions() {
+    let mut k = Kernel::new("parts");
+    assert_eq!(
+        k.psum_tile("p", DType::F32, &[200, 4])
+            .unwrap_err()
+            .message(),
+        "tile 'p': partition dimension 200 is outside 1..=128"
+    );
+    let a = k.sbuf_tile("a", DType::F32, &[128, 8]).unwrap();
+    // 32 partitions from partition 16 break the partition-start rule.
+    assert_eq!(
+        msg(k.memset(&a.slice(0, 16..48).unwrap(), 0.0)),
+        "memset: dst: SBUF tile 'a' [32, 8] fp32: an access of 32 partitions cannot start at \
+         partition 16 (65-128 partitions start at 0, 33-64 at 0 or 64, up to 32 at 0/32/64/96)"
+    );
+    assert_eq!(
+        msg(a.slice_step(0, 0..128, 2).map(|_| ())),
+        "view of SBUF tile 'a': the partition dimension cannot be stepped (step 2); partitions \
+         of an access are contiguous"
+    );
+    assert_eq!(
+        msg(a.permute(&[1, 0]).map(|_| ())),
+        "view of SBUF tile 'a': the partition dimension must stay first"
+    );
+}
+
+#[test]
+fn wrong_spaces() {
+    let mut k = Kernel::new("spaces");
+    let x = k.input("x", DType::F32, &[128, 512]).unwrap();
+    let y = k.output("y", DType::F32, &[128, 512]).unwrap();
+    let s = k.sbuf_tile("s", DType::F32, &[128, 512]).unwrap();
+    let p = k.psum_tile("p", DType::F32, &[128, 512]).unwrap();
+    let w = k.sbuf_tile("w", DType::F32, &[128, 128]).unwrap();
+    assert_eq!(
+        msg(k.tensor_tensor(&s, &x, &s, AluOp::Add)),
+        "tensor_tensor: data1 must be an SBUF or PSUM tile, not HBM tensor 'x'"
+    );
+    assert_eq!(
+        msg(k.nc_matmul(&s, &w, &s)),
+        "nc_matmul: dst must be in PSUM, not SBUF tile 's'"
+    );
+    assert_eq!(
+        msg(k.nc_matmul(&p, &w, &p)),
+        "nc_matmul: moving must be in SBUF, not PSUM tile 'p'"
+    );
+    assert_eq!(
+        msg(k.dma_copy(&y, &x)),
+        "dma_copy: HBM -> HBM is not supported (the DMA engines copy HBM -> SBUF, SBUF -> HBM, \
+         SBUF -> SBUF and PSUM -> SBUF)"
+    );
+    assert_eq!(
+        msg(k.dma_copy(&p, &x)),
+        "dma_copy: HBM -> PSUM is not supported (the DMA engines copy HBM -> SBUF, SBUF -> HBM, \
+         SBUF -> SBUF and PSUM -> SBUF)"
+    );
+    assert_eq!(
+        msg(k.memset(&p, 0.0)),
+        "memset: GpSimdE cannot access PSUM (dst PSUM tile 'p')"
+    );
+    assert_eq!(
+        msg(k.iota(&p, 0, 1, 1)),
+        "iota: GpSimdE cannot access PSUM (dst PSUM tile 'p')"
+    );
+    assert_eq!(
+        msg(k.dma_copy(&x, &s)),
+        "dma_copy: dst HBM tensor 'x' is an input tensor; kernels write only output and scratch \
+         tensors"
+    );
+}
+
+#[test]
+fn dtypes_and_engines() {
+    let mut k = Kernel::new("dtypes");
+    let x = k.input("x", DType::F32, &[128, 64]).unwrap();
+    let b = k.sbuf_tile("b", DType::Bf16, &[128, 64]).unwrap();
+    let i = k.sbuf_tile("i", DType::I32, &[128, 64]).unwrap();
+    let f = k.sbuf_tile("f", DType::F32, &[128, 64]).unwrap();
+    assert_eq!(
+        msg(k.dma_copy(&b, &x)),
+        "dma_copy: dst SBUF tile 'b' [128, 64] bf16 and src HBM tensor 'x' [128, 64] fp32 \
+         differ in dtype; the DMA of this ISA does not cast (copy, then convert with \
+         tensor_copy)"
+    );
+    assert_eq!(
+        msg(k.activation(&f, ActFunc::Exp, &i, ActBias::None, 1.0)),
+        "activation: data SBUF tile 'i' [128, 64] int32 is not a float type"
+    );
+    assert_eq!(
+        msg(k.memset(&i, 1.5)),
+        "memset: value 1.5 is not an int32 (dst SBUF tile 'i' [128, 64] int32)"
+    );
+    assert_eq!(
+        msg(k.emit(TensorTensor {
+            dst: &f,
+            data1: &f,
+            data2: &f,
+            op: AluOp::Max,
+            engine: Some(EngineId::GpSimd),
+        })),
+        "tensor_tensor: cannot run on GpSimdE (this ISA runs it on VectorE or ScalarE)"
+    );
+    assert_eq!(
+        msg(k.emit(Memset {
+            dst: &f,
+            value: 0.0,
+            engine: Some(EngineId::Vector),
+        })),
+        "memset: cannot run on VectorE (this ISA runs it on GpSimdE)"
+    );
+    let ps = k.psum_tile("ps", DType::F32, &[64, 64]).unwrap();
+    let w = k.sbuf_tile("w", DType::Bf16, &[128, 64]).unwrap();
+    assert_eq!(
+        msg(k.nc_matmul(&ps, &w, &f)),
+        "nc_matmul: stationary SBUF tile 'w' [128, 64] bf16 and moving SBUF tile 'f' [128, 64] \
+         fp32 must have the same dtype"
+    );
+}
+
+#[test]
+fn freed_tiles_other_kernels_and_atomicity() {
+    let build = |fail: bool| {
+        let mut k = Kernel::new("atomic");
+        let x = k.input("x", DType::F32, &[128, 64]).unwrap();
+        let y = k.output("y", DType::F32, &[128, 64]).unwrap();
+        let t = k.sbuf_tile("t", DType::F32, &[128, 64]).unwrap();
+        let u = k.sbuf_tile("u", DType::F32, &[128, 32]).unwrap();
+        k.dma_copy(&t, &x).unwrap();
+        if fail {
+            // Each fails after some checks passed; none may leave a trace.
+            assert!(k.tensor_tensor(&t, &t, &u, AluOp::Add).is_err());
+            assert!(k.dma_copy(&y, &u).is_err());
+            assert!(k.emit(DmaCopy::new(&u, &t)).is_err());
+        }
+        k.tensor_scalar(&t, &t, AluOp::Add, 1.0).unwrap();
+        k.dma_copy(&y, &t).unwrap();
+        k.build().unwrap()
+    };
+    assert_eq!(build(true), build(false));
+
+    let mut k = Kernel::new("a");
+    let mut other = Kernel::new("b");
+    let t = k.sbuf_tile("t", DType::F32, &[128, 64]).unwrap();
+    let o = other.sbuf_tile("o", DType::F32, &[128, 64]).unwrap();
+    assert_eq!(
+        msg(k.tensor_copy(&t, &o)),
+        "tensor_copy: src SBUF tile 'o' belongs to another kernel"
+    );
+    assert_eq!(msg(k.free(&o)), "SBUF tile 'o' belongs to another kernel");
+    k.free(&t).unwrap();
+    assert_eq!(
+        msg(k.tensor_scalar(&t, &t, AluOp::Add, 1.0)),
+        "tensor_scalar: dst SBUF tile 't' was freed"
+    );
+}
