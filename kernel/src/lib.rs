@@ -83,7 +83,8 @@
 //! `handle.rs` (memories, placements, view bases) → `view.rs` (views) → `layout.rs` (views to
 //! access patterns and DMA descriptors); `alloc.rs` (the tile allocator); `sync/` (agents and
 //! clocks, the access log, the wait planner); `stream.rs` (engine streams and their assembly
-//! into a program) → `kernel.rs` ([`Kernel`], [`Tensor`], [`Tile`]) → `ops/` (the operations).
+//! into a program) → `kernel.rs` ([`Kernel`]) → `tensors.rs` ([`Tensor`]), `tiles.rs`
+//! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations).
 
 #![forbid(unsafe_code)]
 
@@ -95,15 +96,19 @@ mod ops;
 mod pool;
 mod stream;
 mod sync;
+mod tensors;
+mod tiles;
 mod view;
 
 pub use handle::{Memory, Placement};
-pub use kernel::{Kernel, Tensor, Tile};
+pub use kernel::Kernel;
 pub use ops::{
     ActBias, Activation, DmaCopy, Iota, Memset, NcMatmul, Op, TensorCopy, TensorScalar,
     TensorTensor,
 };
 pub use pool::TilePool;
+pub use tensors::Tensor;
+pub use tiles::Tile;
 pub use view::View;
 
 pub use nrt_sim::engine::{ActFunc, AluOp, DType, EngineId, Program, TensorKind};

@@ -8,7 +8,8 @@ use nrt_core::{Error, err};
 use nrt_sim::engine::DType;
 
 use crate::handle::{Memory, Placement};
-use crate::kernel::{Kernel, Tile};
+use crate::kernel::Kernel;
+use crate::tiles::Tile;
 
 /// A pool of `bufs` same-shaped tiles used round robin (see [`Kernel::tile_pool`]).
 #[derive(Debug)]

@@ -159,8 +159,8 @@ impl<'a> From<&'a View> for ActBias<'a> {
     }
 }
 
-impl<'a> From<&'a crate::kernel::Tile> for ActBias<'a> {
-    fn from(v: &'a crate::kernel::Tile) -> Self {
+impl<'a> From<&'a crate::tiles::Tile> for ActBias<'a> {
+    fn from(v: &'a crate::tiles::Tile) -> Self {
         ActBias::Tile(v.view())
     }
 }
