@@ -166,7 +166,7 @@ impl Kernel {
     ) -> Result<(), Error> {
         let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape)?;
         let (s, o) = (at.start_partition, at.offset);
-        if !partition_start_ok(s as u32, partitions as u32) {
+        if s > space.partitions() || !partition_start_ok(s as u32, partitions as u32) {
             return Err(err!(
                 Invalid,
                 "tile '{name}': {partitions} partitions cannot start at partition {s} (65-128 \
@@ -179,11 +179,11 @@ impl Kernel {
                 "tile '{name}': offset {o} is not a multiple of the {dtype} element size"
             ));
         }
-        if o + bytes > space.partition_bytes() {
+        if o.saturating_add(bytes) > space.partition_bytes() {
             return Err(err!(
                 Invalid,
                 "tile '{name}': bytes [{o}, {}) exceed the {} bytes per partition of {mem}",
-                o + bytes,
+                o.saturating_add(bytes),
                 space.partition_bytes()
             ));
         }

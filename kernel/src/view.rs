@@ -69,9 +69,11 @@ impl View {
         self.dims.len()
     }
 
-    /// Number of elements.
+    /// Number of elements (saturating).
     pub fn elems(&self) -> usize {
-        self.dims.iter().map(|d| d.size).product()
+        self.dims
+            .iter()
+            .fold(1usize, |a, d| a.saturating_mul(d.size))
     }
 
     /// Element type.
@@ -98,7 +100,10 @@ impl View {
     /// Elements per partition of an on-chip view (the product of the free dimensions); for
     /// an HBM view, the elements of one index of dimension 0.
     pub fn free_elems(&self) -> usize {
-        self.dims.iter().skip(1).map(|d| d.size).product()
+        self.dims
+            .iter()
+            .skip(1)
+            .fold(1usize, |a, d| a.saturating_mul(d.size))
     }
 
     /// A description for messages: `SBUF tile 'x' [128, 512] fp32`.
@@ -192,8 +197,8 @@ impl View {
     /// contiguous inside each partition, and the partition dimension is kept as
     /// `shape[0]`).
     pub fn reshape(&self, shape: &[usize]) -> Result<View, Error> {
-        let n: usize = shape.iter().product();
-        if n != self.elems() {
+        let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if n != Some(self.elems()) {
             return Err(err!(
                 Invalid,
                 "view of {}: {} elements cannot take shape {}",
@@ -290,11 +295,15 @@ impl View {
     /// dimension of an on-chip view; a broadcast view can be read, not written.
     pub fn broadcast(&self, dim: usize, size: usize) -> Result<View, Error> {
         self.dim_check(dim)?;
-        if self.dims.get(dim).map(|d| d.size) != Some(1) || size == 0 {
+        let others = self.elems();
+        if self.dims.get(dim).map(|d| d.size) != Some(1)
+            || size == 0
+            || others.checked_mul(size).is_none_or(|n| n > 1 << 40)
+        {
             return Err(err!(
                 Invalid,
-                "view of {}: only a dimension of size 1 can be broadcast (dimension {dim} has \
-                 size {}, to {size})",
+                "view of {}: only a dimension of size 1 can be broadcast, to at least 1 and at \
+                 most 2^40 elements in all (dimension {dim} has size {}, to {size})",
                 self.base,
                 self.dims.get(dim).map_or(0, |d| d.size)
             ));
@@ -313,9 +322,10 @@ impl View {
         Ok(v)
     }
 
-    /// Dimensions of size > 1 (a view's element order does not depend on the others).
+    /// Dimensions of size other than 1 (a view's element order does not depend on the
+    /// others; a size-0 dimension stays, so empty views keep an empty shape).
     pub(crate) fn squeezed(&self) -> Vec<Dim> {
-        self.dims.iter().copied().filter(|d| d.size > 1).collect()
+        self.dims.iter().copied().filter(|d| d.size != 1).collect()
     }
 
     /// The shape without its size-1 dimensions.
@@ -326,6 +336,9 @@ impl View {
     /// Whether some element is addressed twice (a zero stride on a dimension of size > 1, or
     /// overlapping strides).
     pub(crate) fn has_repeats(&self) -> bool {
+        if self.elems() == 0 {
+            return false;
+        }
         let mut dims = self.squeezed();
         dims.sort_by_key(|d| d.stride);
         let mut span = 1usize;

@@ -225,3 +225,132 @@ fn freed_tiles_other_kernels_and_atomicity() {
         "tensor_scalar: dst SBUF tile 't' was freed"
     );
 }
+
+#[test]
+fn random_misuse_never_panics() {
+    use nrt_kernel::{Memory, Placement, View};
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let sizes = [
+        0usize,
+        1,
+        2,
+        3,
+        31,
+        32,
+        64,
+        127,
+        128,
+        129,
+        512,
+        513,
+        4096,
+        1 << 20,
+        usize::MAX,
+    ];
+    let dtypes = [DType::F32, DType::Bf16, DType::F16, DType::I32];
+    for _ in 0..300 {
+        let mut k = Kernel::new("fuzz");
+        let mut views: Vec<View> = Vec::new();
+        let mut tiles = Vec::new();
+        for i in 0..12 {
+            let rank = (next() % 4) as usize;
+            let shape: Vec<usize> = (0..rank)
+                .map(|_| sizes[(next() % sizes.len() as u64) as usize])
+                .collect();
+            let dt = dtypes[(next() % 4) as usize];
+            let name = format!("v{i}");
+            let r = match next() % 6 {
+                0 => k.input(&name, dt, &shape).map(|t| t.view().clone()),
+                1 => k.output(&name, dt, &shape).map(|t| t.view().clone()),
+                2 => k.sbuf_tile(&name, dt, &shape).map(|t| {
+                    tiles.push(t.clone());
+                    t.view().clone()
+                }),
+                3 => k.psum_tile(&name, dt, &shape).map(|t| t.view().clone()),
+                4 => k
+                    .tile_at(
+                        &name,
+                        if next() % 2 == 0 {
+                            Memory::Sbuf
+                        } else {
+                            Memory::Psum
+                        },
+                        dt,
+                        &shape,
+                        Placement {
+                            start_partition: sizes[(next() % sizes.len() as u64) as usize],
+                            offset: sizes[(next() % sizes.len() as u64) as usize],
+                        },
+                    )
+                    .map(|t| t.view().clone()),
+                _ => k
+                    .constant(&name, dt, &shape, vec![0; (next() % 64) as usize])
+                    .map(|t| t.view().clone()),
+            };
+            if let Ok(v) = r {
+                views.push(v);
+            }
+        }
+        for _ in 0..40 {
+            if views.is_empty() {
+                break;
+            }
+            let v = views[(next() % views.len() as u64) as usize].clone();
+            let d = (next() % 4) as usize;
+            let a = sizes[(next() % sizes.len() as u64) as usize];
+            let b = sizes[(next() % sizes.len() as u64) as usize];
+            let derived = match next() % 6 {
+                0 => v.slice(d, a..b),
+                1 => v.slice_step(d, a..b, (next() % 4) as usize),
+                2 => v.select(d, a),
+                3 => v.reshape(&[a, b]),
+                4 => v.permute(&[1, 0]),
+                _ => v.broadcast(d, a),
+            };
+            if let Ok(w) = derived {
+                views.push(w);
+            }
+            let n = views.len() as u64;
+            let x = &views[(next() % n) as usize];
+            let y = &views[(next() % n) as usize];
+            let z = &views[(next() % n) as usize];
+            let engine = EngineId::ALL.get((next() % 7) as usize).copied();
+            let _ = match next() % 11 {
+                0 => k.dma_copy(x, y),
+                8 => k.emit(DmaCopy {
+                    engine,
+                    dma_engines: (next() % 40) as usize,
+                    ..DmaCopy::new(x, y)
+                }),
+                9 => k.emit(TensorTensor {
+                    dst: x,
+                    data1: y,
+                    data2: z,
+                    op: AluOp::Max,
+                    engine,
+                }),
+                10 if !tiles.is_empty() => {
+                    let t = &tiles[(next() % tiles.len() as u64) as usize];
+                    k.free(t)
+                }
+                1 => k.tensor_tensor(x, y, z, AluOp::Sub),
+                2 => k.tensor_scalar(x, y, AluOp::Mul, 2.0),
+                3 => k.tensor_copy(x, y),
+                4 => k.memset(x, f64::from(next() as u32)),
+                5 => k.iota(x, 1, 2, 3),
+                6 => k.nc_matmul(x, y, z),
+                _ => k.activation(x, ActFunc::Gelu, y, ActBias::Tile(z), 0.5),
+            };
+        }
+        // Whatever succeeded builds into a valid program.
+        if let Err(e) = k.build() {
+            panic!("build failed after successful operations: {e}");
+        }
+    }
+}

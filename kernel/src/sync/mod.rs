@@ -176,7 +176,7 @@ impl Sync {
         self.log.needs(accesses, me, &mut needs);
         let waits = self.plan(&needs, &self.knowledge(e));
         self.apply(e, &waits);
-        let p = self.pos[me.index()] + 1;
+        let p = self.pos[me.index()].saturating_add(1);
         self.pos[me.index()] = p;
         let snap = self.know[e.index()].clone();
         self.snaps[me.index()].push(snap);
@@ -249,7 +249,7 @@ impl Sync {
             if let Some(s) = self.snap(q, prev) {
                 join(&mut k, s);
             }
-            let p = prev + 1;
+            let p = prev.saturating_add(1);
             self.pos[q.index()] = p;
             k[q.index()] = p;
             self.snaps[q.index()].push(Rc::new(k));
