@@ -29,8 +29,13 @@ fn a_kernel_runs_through_the_runtime() {
 
     let machine = SimMachine::new(SimConfig::funtime(Instance::Trn1, 1));
     let rt = Runtime::new(SimDriver::attach(&machine));
-    rt.init(FrameworkType::NoFw, "", "", &[("NEURON_RT_LOG_LEVEL", "ERROR")])
-        .unwrap();
+    rt.init(
+        FrameworkType::NoFw,
+        "",
+        "",
+        &[("NEURON_RT_LOG_LEVEL", "ERROR")],
+    )
+    .unwrap();
     let h = rt.load(&neff, 0, -1).unwrap();
     let xv: Vec<f32> = (0..rows * cols).map(|i| (i % 9) as f32 - 4.0).collect();
     let bytes = rows * cols * 4;
