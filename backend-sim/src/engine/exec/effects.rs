@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, Bias, EngineId, Instr, Space};
-use crate::engine::math::{activation, matmul_kmajor};
+use crate::engine::math::{activation, alu_f32, canon, matmul_kmajor};
 use crate::engine::memory::OnChip;
 
 impl Executor<'_, '_> {
@@ -78,7 +78,7 @@ impl Executor<'_, '_> {
                     let cell = psum.write(p, off, n * 4);
                     if accumulate {
                         for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
-                            let nv = f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v;
+                            let nv = canon(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v);
                             b.copy_from_slice(&nv.to_le_bytes());
                         }
                     } else {
@@ -105,7 +105,7 @@ impl Executor<'_, '_> {
                     gather_f32(mem(sbuf, psum, a.space), &a, &mut x);
                     gather_f32(mem(sbuf, psum, b.space), &b, &mut y);
                     for (u, v) in x.iter_mut().zip(&y) {
-                        *u = op.apply_f32(*u, *v);
+                        *u = alu_f32(op, *u, *v);
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
                     self.fbuf = [x, y];
@@ -129,7 +129,7 @@ impl Executor<'_, '_> {
                     let mut x = std::mem::take(&mut self.fbuf[0]);
                     gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
                     for u in x.iter_mut() {
-                        *u = op.apply_f32(*u, scalar);
+                        *u = alu_f32(op, *u, scalar);
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
                     self.fbuf[0] = x;
