@@ -36,6 +36,7 @@
 //! assert!(report.ticks > 0 && !report.validated_against_hw);
 //! ```
 
+mod act;
 mod builder;
 mod device;
 mod dtype;
@@ -48,6 +49,10 @@ mod program;
 mod shadow;
 pub mod trace;
 
+pub use act::{
+    CANONICAL_NAN, activate, erf_f64, erfc_f64, gelu_erf_f64, log_f64, log1p_f64, pow_f64,
+    rsqrt_f64, sigmoid_f64, silu_f64, softplus_f64,
+};
 pub use builder::{ProgramBuilder, SemAlloc};
 pub use device::{Device, LoadedProgram, Outputs, program_runs};
 pub use dtype::{
@@ -59,8 +64,9 @@ pub use exec::{
     TICKS_PER_SECOND, TIMING_MODEL, Track, VALIDATED_AGAINST_HW, timing,
 };
 pub use isa::{
-    AccessPattern, ActFunc, AluOp, Bias, Dim, DmaDescriptor, DmaEndpoint, EngineId, Instr,
-    MAX_DIMS, MemKind, Region, SemCmp, Space, partition_start_ok,
+    AccessPattern, ActFn, ActFunc, ActReduce, AluOp, BN_STATS_FMAX, Bias, Dim, DmaBlock,
+    DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DIMS, MemKind, Operand, Region, ScalarStep,
+    SemCmp, Space, TOP8_FREE_RANGE, partition_start_ok,
 };
 pub use math::{exp_f64, gelu_f64, tanh_f64};
 pub use memory::{

@@ -206,23 +206,23 @@ impl Executor<'_, '_> {
                 }
                 scatter_i32(mem_mut(sbuf, psum, out.space), &out, &v);
             }
-            _ => {}
+            _ => self.apply_1_1(ins),
         }
     }
 }
 
-fn all_int(d: &[DType]) -> bool {
+pub(super) fn all_int(d: &[DType]) -> bool {
     d.iter().all(|&x| x == DType::I32)
 }
 
-fn mem<'m>(sbuf: &'m OnChip, psum: &'m OnChip, s: Space) -> &'m OnChip {
+pub(super) fn mem<'m>(sbuf: &'m OnChip, psum: &'m OnChip, s: Space) -> &'m OnChip {
     match s {
         Space::Sbuf => sbuf,
         Space::Psum => psum,
     }
 }
 
-fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) -> &'m mut OnChip {
+pub(super) fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) -> &'m mut OnChip {
     match s {
         Space::Sbuf => sbuf,
         Space::Psum => psum,
@@ -232,7 +232,7 @@ fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) -> &'m mut 
 /// Reads `ap` as binary32, `[partitions, free]` row-major, into `out` (an element whose bytes
 /// lie outside the partition reads as 0). `out`'s previous contents are overwritten, not
 /// cleared first.
-fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
+pub(super) fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
     let f = ap.free_elems() as usize;
     let parts = usize::from(ap.partitions);
     out.truncate(parts * f);
@@ -272,7 +272,7 @@ fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
     }
 }
 
-fn gather_i32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<i32>) {
+pub(super) fn gather_i32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<i32>) {
     let f = ap.free_elems() as usize;
     let parts = usize::from(ap.partitions);
     out.clear();
@@ -287,7 +287,7 @@ fn gather_i32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<i32>) {
     }
 }
 
-fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
+pub(super) fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
     let f = ap.free_elems() as usize;
     let es = ap.dtype.size();
     let dt = ap.dtype;
@@ -320,7 +320,7 @@ fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
     }
 }
 
-fn scatter_i32(m: &mut OnChip, ap: &AccessPattern, vals: &[i32]) {
+pub(super) fn scatter_i32(m: &mut OnChip, ap: &AccessPattern, vals: &[i32]) {
     let f = ap.free_elems() as usize;
     let es = ap.dtype.size();
     let dt = ap.dtype;
