@@ -166,8 +166,8 @@ pub fn softplus_f64(x: f64) -> f64 {
 }
 
 /// `xʸ` in binary64 with the IEEE-754 `pow` special cases: `x⁰ = 1` and `1ʸ = 1` (even for
-/// NaN), a negative base needs an integer exponent (else NaN) and takes the exponent's parity
-/// as sign, `(±0)^y` and `(±∞)^y` by the sign of y, `(−1)^±∞ = 1`; otherwise
+/// NaN), a finite negative base needs an integer exponent (else NaN), a negative base takes an
+/// odd integer exponent's sign, `(±0)^y` and `(±∞)^y` by the sign of y, `(−1)^±∞ = 1`; otherwise
 /// `e^(y·ln|x|)` (error far below a binary32 ULP wherever the result is a finite binary32).
 pub fn pow_f64(x: f64, y: f64) -> f64 {
     if y == 0.0 || x == 1.0 {
@@ -188,7 +188,7 @@ pub fn pow_f64(x: f64, y: f64) -> f64 {
     }
     let integer = y == y.trunc();
     let odd = integer && (y % 2.0).abs() == 1.0;
-    if x < 0.0 && !integer {
+    if x < 0.0 && x.is_finite() && !integer {
         return f64::NAN;
     }
     let mag = if ax == 0.0 {
@@ -286,6 +286,9 @@ mod tests {
         assert_eq!(pow_f64(1.0, f64::NAN), 1.0);
         assert_eq!(pow_f64(-2.0, 3.0) as f32, -8.0);
         assert!(pow_f64(-2.0, 0.5).is_nan());
+        assert_eq!(pow_f64(f64::NEG_INFINITY, 2.5), f64::INFINITY);
+        assert_eq!(pow_f64(f64::NEG_INFINITY, 3.0), f64::NEG_INFINITY);
+        assert_eq!(pow_f64(f64::NEG_INFINITY, -3.0).to_bits(), (-0.0f64).to_bits());
         assert_eq!(pow_f64(-0.0, -1.0), f64::NEG_INFINITY);
         assert_eq!(pow_f64(0.0, -2.0), f64::INFINITY);
         assert_eq!(pow_f64(-1.0, f64::INFINITY), 1.0);

@@ -143,6 +143,13 @@ pub(crate) fn check_engine(ins: &Instr, engine: EngineId, minor: u16) -> Result<
         | Instr::FindIndex8 { .. } => &[EngineId::Vector],
     };
     if !allowed.contains(&engine) {
+        // TensorTensor's engines depend on the operation: name it.
+        let name = match ins {
+            Instr::TensorTensor { op, .. } if *op == AluOp::Power || op.is_bitvec() => {
+                format!("{name} {}", op.name())
+            }
+            _ => name.to_owned(),
+        };
         let list = allowed
             .iter()
             .map(|e| e.name())
