@@ -25,7 +25,11 @@ fn ref_f32(op: AluOp, a: f32, b: f32) -> f32 {
                 (false, true) => a,
                 _ if a == b => {
                     // Only ±0 can differ.
-                    if want_max == a.is_sign_positive() { a } else { b }
+                    if want_max == a.is_sign_positive() {
+                        a
+                    } else {
+                        b
+                    }
                 }
                 _ if (a > b) == want_max => a,
                 _ => b,
@@ -44,7 +48,11 @@ fn ref_f32(op: AluOp, a: f32, b: f32) -> f32 {
         AluOp::LogicalXor => t(truth(a) != truth(b)),
         _ => unreachable!("bitvec"),
     };
-    if r.is_nan() { f32::from_bits(0x7FC0_0000) } else { r }
+    if r.is_nan() {
+        f32::from_bits(0x7FC0_0000)
+    } else {
+        r
+    }
 }
 
 /// Reference of one operation on int32.
@@ -56,7 +64,9 @@ fn ref_i32(op: AluOp, a: i32, b: i32) -> i32 {
         AluOp::Mul => a.wrapping_mul(b),
         AluOp::Max => a.max(b),
         AluOp::Min => a.min(b),
-        AluOp::Divide => a.checked_div(b).unwrap_or(if b == 0 { 0 } else { i32::MIN }),
+        AluOp::Divide => a
+            .checked_div(b)
+            .unwrap_or(if b == 0 { 0 } else { i32::MIN }),
         AluOp::Power => {
             if b < 0 {
                 match a {
@@ -131,7 +141,11 @@ fn check_float(op: AluOp, dt: DType, a: &[f32], b: &[f32], got: &[u32]) {
         let want = ref_f32(op, through(dt, x), through(dt, y));
         let g = got[k];
         if want.is_nan() {
-            assert_eq!(g, qnan_bits(dt), "{op:?} {dt}: {x} {y} → {g:#x}, want canonical NaN");
+            assert_eq!(
+                g,
+                qnan_bits(dt),
+                "{op:?} {dt}: {x} {y} → {g:#x}, want canonical NaN"
+            );
             continue;
         }
         let w = to_bits(dt, want);
@@ -254,17 +268,19 @@ fn int32_ops_follow_the_reference() {
         let ia = Buf::sbuf_i32(16, 0, &a);
         let ib = Buf::sbuf_i32(16, 4096, &b);
         let out = AccessPattern::sbuf(DType::I32, 0, 16, 8192, 16);
-        let got = i32s(&exec_one(
-            engine,
-            Instr::TensorTensor {
-                op,
-                a: ia.ap,
-                b: ib.ap,
-                out,
-            },
-            &[ia, ib],
-            &[out],
-        )[0]);
+        let got = i32s(
+            &exec_one(
+                engine,
+                Instr::TensorTensor {
+                    op,
+                    a: ia.ap,
+                    b: ib.ap,
+                    out,
+                },
+                &[ia, ib],
+                &[out],
+            )[0],
+        );
         for k in 0..n * n {
             assert_eq!(
                 got[k],
@@ -284,18 +300,24 @@ fn tensor_scalar_takes_new_ops() {
     let x: Vec<i32> = (0..64).map(|i| i * 37 - 900).collect();
     let ix = Buf::sbuf_i32(4, 0, &x);
     let out = AccessPattern::sbuf(DType::I32, 0, 4, 4096, 16);
-    for (op, s) in [(AluOp::RightShift, 3.0f32), (AluOp::Min, -7.4), (AluOp::Divide, 5.0)] {
-        let got = i32s(&exec_one(
-            EngineId::Vector,
-            Instr::TensorScalar {
-                op,
-                src: ix.ap,
-                scalar: s,
-                out,
-            },
-            &[ix.clone()],
-            &[out],
-        )[0]);
+    for (op, s) in [
+        (AluOp::RightShift, 3.0f32),
+        (AluOp::Min, -7.4),
+        (AluOp::Divide, 5.0),
+    ] {
+        let got = i32s(
+            &exec_one(
+                EngineId::Vector,
+                Instr::TensorScalar {
+                    op,
+                    src: ix.ap,
+                    scalar: s,
+                    out,
+                },
+                std::slice::from_ref(&ix),
+                &[out],
+            )[0],
+        );
         let si = s.round_ties_even() as i32;
         let want: Vec<i32> = x.iter().map(|&v| ref_i32(op, v, si)).collect();
         assert_eq!(got, want, "{op:?}");
@@ -307,7 +329,9 @@ fn tensor_scalar_takes_new_ops() {
 /// step; in int32 with int32 operands (bitvec included).
 #[test]
 fn tensor_scalar_chain_matches_reference() {
-    let x: Vec<f32> = (0..8 * 24).map(|i| ((i * 7919) % 113) as f32 * 0.37 - 20.0).collect();
+    let x: Vec<f32> = (0..8 * 24)
+        .map(|i| ((i * 7919) % 113) as f32 * 0.37 - 20.0)
+        .collect();
     let pp: Vec<f32> = (0..8).map(|p| p as f32 * 1.5 - 3.0).collect();
     let cases: Vec<(ScalarStep, Option<ScalarStep>, DType)> = vec![
         (
@@ -424,7 +448,7 @@ fn tensor_scalar_chain_on_scalar_engine_matches_vector() {
             reverse: false,
         }),
     };
-    let v = exec_one(EngineId::Vector, ins, &[ix.clone()], &[out]);
+    let v = exec_one(EngineId::Vector, ins, std::slice::from_ref(&ix), &[out]);
     let s = exec_one(EngineId::Scalar, ins, &[ix], &[out]);
     assert_eq!(v, s);
 }
@@ -454,7 +478,10 @@ fn scalar_tensor_tensor_matches_reference() {
             reverse1,
             out,
         };
-        let got = bits(DType::F32, &exec_one(EngineId::Vector, ins, &[id, id2, is], &[out])[0]);
+        let got = bits(
+            DType::F32,
+            &exec_one(EngineId::Vector, ins, &[id, id2, is], &[out])[0],
+        );
         for k in 0..d.len() {
             let t = d[k] * s[k / 16];
             let y = through(DType::Bf16, d2[k]);
@@ -488,11 +515,18 @@ fn scalar_tensor_tensor_matches_reference() {
 /// Rule: `TensorTensorScan` is the recurrence `s ← op1(op0(data0[i], s), data1[i])` from
 /// `initial`, in binary32 (each operation rounded once), over the flattened free pattern,
 /// reversing operands on request; a NaN propagates as the canonical NaN.
+#[allow(clippy::needless_range_loop)]
 #[test]
 fn tensor_tensor_scan_is_the_recurrence() {
     let f = 40;
     let a: Vec<f32> = (0..4 * f)
-        .map(|i| if i == 2 * f + 7 { f32::NAN } else { 0.9 + (i % 7) as f32 * 0.01 })
+        .map(|i| {
+            if i == 2 * f + 7 {
+                f32::NAN
+            } else {
+                0.9 + (i % 7) as f32 * 0.01
+            }
+        })
         .collect();
     let b: Vec<f32> = (0..4 * f).map(|i| (i as f32 * 0.37).cos()).collect();
     let init: Vec<f32> = vec![0.0, 1.0, -2.0, 3.5];
@@ -513,12 +547,15 @@ fn tensor_tensor_scan_is_the_recurrence() {
             data1: ib.ap,
             out,
             initial,
-            op0: AluOp::Mul,
+            op0: AluOp::Sub,
             op1: AluOp::Sub,
             reverse0,
             reverse1,
         };
-        let got = bits(DType::F32, &exec_one(EngineId::Vector, ins, &[ia, ib, ii], &[out])[0]);
+        let got = bits(
+            DType::F32,
+            &exec_one(EngineId::Vector, ins, &[ia, ib, ii], &[out])[0],
+        );
         for p in 0..4 {
             let mut s = match initial {
                 Operand::Imm(v) => v,
@@ -526,7 +563,7 @@ fn tensor_tensor_scan_is_the_recurrence() {
             };
             for i in 0..f {
                 let k = p * f + i;
-                let t = if reverse0 { s * a[k] } else { a[k] * s };
+                let t = if reverse0 { s - a[k] } else { a[k] - s };
                 s = if reverse1 { b[k] - t } else { t - b[k] };
                 if s.is_nan() {
                     s = f32::from_bits(0x7FC0_0000);

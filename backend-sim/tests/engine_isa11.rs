@@ -9,9 +9,9 @@ mod ops_common;
 use nrt_core::NrtStatus;
 use nrt_sim::Instance;
 use nrt_sim::engine::{
-    AccessPattern, ActFn, ActFunc, ActReduce, AluOp, Bias, DType, Device, DmaBlock,
-    DmaDescriptor, DmaEndpoint, EngineId, ExecOptions, FORMAT_MINOR, Instr, MemKind, Operand,
-    Program, ProgramBuilder, ScalarStep, SemCmp, Space, encode_f32, kernels,
+    AccessPattern, ActFn, ActFunc, ActReduce, AluOp, Bias, DType, Device, DmaBlock, DmaDescriptor,
+    DmaEndpoint, EngineId, ExecOptions, FORMAT_MINOR, Instr, MemKind, Operand, Program,
+    ProgramBuilder, ScalarStep, SemCmp, Space, encode_f32, kernels,
 };
 
 fn fnv(bytes: &[u8]) -> u64 {
@@ -182,7 +182,11 @@ fn format_1_0_programs_are_unchanged() {
     let p = legacy_program();
     assert_eq!(p.format_minor(), 0);
     let bytes = p.to_bytes();
-    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 0, "header minor");
+    assert_eq!(
+        u16::from_le_bytes([bytes[10], bytes[11]]),
+        0,
+        "header minor"
+    );
     assert_eq!((bytes.len(), fnv(&bytes)), (846, 0xcf97_02b7_196e_ec7e));
     assert_eq!(Program::from_bytes(&bytes).unwrap(), p);
     let mlp = kernels::mlp(32, 40, 50, 10, DType::F16, ActFunc::Gelu).unwrap();
@@ -433,7 +437,11 @@ fn every_1_1_instruction_round_trips() {
     assert_eq!(p.format_minor(), 1);
     assert_eq!(FORMAT_MINOR, 1);
     let bytes = p.to_bytes();
-    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 1, "header minor");
+    assert_eq!(
+        u16::from_le_bytes([bytes[10], bytes[11]]),
+        1,
+        "header minor"
+    );
     let q = Program::from_bytes(&bytes).unwrap();
     assert_eq!(p, q);
     assert_eq!(q.to_bytes(), bytes);
@@ -444,7 +452,11 @@ fn every_1_1_instruction_round_trips() {
             one.input("t", DType::Bf16, &[16, 8]);
             one.push(engine, *ins);
             let one = one.build().unwrap();
-            assert_eq!(Program::from_bytes(&one.to_bytes()).unwrap(), one, "{ins:?}");
+            assert_eq!(
+                Program::from_bytes(&one.to_bytes()).unwrap(),
+                one,
+                "{ins:?}"
+            );
         }
     }
 }
@@ -550,7 +562,12 @@ fn engine_assignment_refusals_are_exact() {
          format 1.1)"
     );
     accepted(EngineId::Scalar, act);
-    let tt = |op| Instr::TensorTensor { op, a, b: a, out: o };
+    let tt = |op| Instr::TensorTensor {
+        op,
+        a,
+        b: a,
+        out: o,
+    };
     assert_eq!(
         refusal(EngineId::Vector, tt(AluOp::Power)),
         "VectorE pc 0: TensorTensor power cannot run on VectorE (NKI runs it on GpSimdE)"
@@ -680,13 +697,7 @@ fn engine_assignment_refusals_are_exact() {
         "VectorE pc 0: TensorTensor: inputs a and b cannot both be in PSUM (NKI tensor_tensor)"
     );
     assert_eq!(
-        refusal(
-            EngineId::Vector,
-            Instr::Memset {
-                out: o,
-                bits: 0
-            }
-        ),
+        refusal(EngineId::Vector, Instr::Memset { out: o, bits: 0 }),
         "VectorE pc 0: Memset cannot run on VectorE (NKI runs it on GpSimdE)"
     );
     assert_eq!(
@@ -973,4 +984,157 @@ fn mutated_1_1_programs_never_panic() {
         }
     }
     println!("{accepted} of 3000 mutants accepted");
+}
+
+/// Rule (cost): each new instruction's ticks follow its documented rule: N free elements per
+/// streamed input (the published VectorE/ScalarE rule), + 60 access overhead, reciprocal 8N
+/// (NKI engine selection), TensorE transpose as a LoadStationary plus a MultiplyMoving;
+/// VectorE runs at 0.8 cycles per tick, ScalarE/GpSimdE at 1, TensorE at 2.
+#[test]
+fn costs_follow_the_published_rules() {
+    use ops_common::{Buf, program_one, run_raw, slice_ticks};
+    let big = |dt| Buf::sbuf(dt, 128, 0, &vec![0.5; 128 * 512]);
+    let o = |dt, n| sb(dt, 128, 4096, n);
+    let pp = sb(DType::F32, 128, 8192, 1);
+    let vec_ticks = |cycles: u64| cycles * 5 / 4;
+    let step = |op| ScalarStep {
+        op,
+        operand: Operand::PerPartition(pp),
+        reverse: false,
+    };
+    let x = big(DType::Bf16);
+    let f = x.ap;
+    let cases: Vec<(EngineId, Instr, u64)> = vec![
+        (
+            EngineId::Vector,
+            Instr::TensorScalarChain {
+                src: f,
+                out: o(DType::Bf16, 512),
+                first: step(AluOp::Mul),
+                second: Some(step(AluOp::Add)),
+            },
+            vec_ticks(512 + 60),
+        ),
+        (
+            EngineId::Scalar,
+            Instr::TensorScalarChain {
+                src: f,
+                out: o(DType::Bf16, 512),
+                first: step(AluOp::Mul),
+                second: Some(step(AluOp::Add)),
+            },
+            512 + 60,
+        ),
+        (
+            EngineId::Vector,
+            Instr::ScalarTensorTensor {
+                data: f,
+                first: step(AluOp::Mul),
+                op1: AluOp::Add,
+                data2: f,
+                reverse1: false,
+                out: o(DType::Bf16, 512),
+            },
+            vec_ticks(2 * 512 + 60),
+        ),
+        (
+            EngineId::Vector,
+            Instr::TensorReduce {
+                op: AluOp::Max,
+                src: f,
+                out: o(DType::F32, 1),
+                axes: 1,
+                negate: false,
+            },
+            vec_ticks(512 + 60),
+        ),
+        (
+            EngineId::Vector,
+            Instr::Reciprocal {
+                src: f,
+                out: o(DType::Bf16, 512),
+            },
+            vec_ticks(8 * 512 + 60),
+        ),
+        (
+            EngineId::GpSimd,
+            Instr::AffineSelect {
+                on_true: f,
+                out: o(DType::Bf16, 512),
+                on_false: 0.0,
+                cmp: AluOp::Less,
+                offset: 0,
+                channel_multiplier: 1,
+                steps: [-1, 0, 0, 0],
+            },
+            512 + 60,
+        ),
+        (
+            EngineId::Vector,
+            Instr::TensorTensorScan {
+                data0: f,
+                data1: f,
+                out: o(DType::F32, 512),
+                initial: Operand::Imm(0.0),
+                op0: AluOp::Mul,
+                op1: AluOp::Add,
+                reverse0: false,
+                reverse1: false,
+            },
+            vec_ticks(2 * 512 + 60),
+        ),
+        (
+            EngineId::Vector,
+            Instr::Max8 {
+                src: f,
+                out: o(DType::F32, 8),
+            },
+            vec_ticks(512 + 60),
+        ),
+        (
+            EngineId::Vector,
+            Instr::BnStats {
+                src: f,
+                out: o(DType::F32, 6),
+            },
+            vec_ticks(512 + 60),
+        ),
+        (
+            EngineId::Tensor,
+            Instr::Transpose {
+                src: sb(DType::Bf16, 128, 0, 128),
+                out: AccessPattern::psum(DType::Bf16, 0, 128, 0, 128),
+            },
+            // LS ⌈128/4⌉ = 32 + MM max(128, 64) = 128 PE cycles, 2 per tick.
+            (32 + 128) / 2,
+        ),
+        (
+            EngineId::Tensor,
+            Instr::Transpose {
+                src: sb(DType::F32, 64, 0, 96),
+                out: AccessPattern::psum(DType::F32, 0, 96, 0, 64),
+            },
+            // (⌈96/4⌉ + max(64, 64)) × 4 for 4-byte elements.
+            (24 + 64) * 4 / 2,
+        ),
+        (
+            EngineId::Vector,
+            Instr::Transpose {
+                src: sb(DType::F32, 32, 0, 32),
+                out: sb(DType::F32, 32, 4096, 32),
+            },
+            // Small (N ≤ 128): + 100.
+            vec_ticks(32 + 60 + 100),
+        ),
+    ];
+    for (engine, ins, want) in cases {
+        let one = std::slice::from_ref(&x);
+        let (_, r) = run_raw(program_one(engine, ins, one, &[]), one);
+        assert_eq!(
+            slice_ticks(&r, engine, ins.name()),
+            want,
+            "{} on {engine}",
+            ins.name()
+        );
+    }
 }

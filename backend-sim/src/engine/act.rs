@@ -6,8 +6,7 @@
 //! units of 2⁻⁵³ relative) is far below half a binary32 ULP, so each result is within 1 ULP of
 //! the exact value (tested against binary64 references in `tests/engine_act.rs`).
 
-use super::isa::{ActFn, ActFunc};
-use super::math::{activation, exp_f64};
+use super::math::exp_f64;
 
 /// The canonical quiet NaN (`0x7FC0_0000`): every NaN result of a format-1.1 operation.
 pub const CANONICAL_NAN: f32 = f32::from_bits(0x7FC0_0000);
@@ -218,33 +217,6 @@ pub fn rsqrt_f64(x: f64) -> f64 {
     1.0 / x.sqrt()
 }
 
-/// Applies a format-1.1 activation function to a binary32 argument (what `Activate` does to
-/// each `x·scale + bias`): the five functions of format 1.0 exactly as `Activation` evaluates
-/// them (their NaN results keep the host's NaN), the others in binary64 rounded once to
-/// binary32, every NaN result canonical.
-#[inline]
-pub fn activate(func: ActFn, t: f32) -> f32 {
-    let x = f64::from(t);
-    match func {
-        ActFn::Identity => activation(ActFunc::Identity, t),
-        ActFn::Relu => activation(ActFunc::Relu, t),
-        ActFn::Exp => activation(ActFunc::Exp, t),
-        ActFn::Tanh => activation(ActFunc::Tanh, t),
-        ActFn::Gelu => activation(ActFunc::Gelu, t),
-        ActFn::GeluErf => canon(gelu_erf_f64(x) as f32),
-        ActFn::Sigmoid => canon(sigmoid_f64(x) as f32),
-        ActFn::Silu => canon(silu_f64(x) as f32),
-        ActFn::Softplus => canon(softplus_f64(x) as f32),
-        ActFn::Log => canon(log_f64(x) as f32),
-        ActFn::Sqrt => canon(t.sqrt()),
-        ActFn::Rsqrt => canon(rsqrt_f64(x) as f32),
-        ActFn::Reciprocal => canon(1.0 / t),
-        ActFn::Square => canon(t * t),
-        ActFn::Abs => canon(t.abs()),
-        ActFn::Erf => canon(erf_f64(x) as f32),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -288,7 +260,10 @@ mod tests {
         assert!(pow_f64(-2.0, 0.5).is_nan());
         assert_eq!(pow_f64(f64::NEG_INFINITY, 2.5), f64::INFINITY);
         assert_eq!(pow_f64(f64::NEG_INFINITY, 3.0), f64::NEG_INFINITY);
-        assert_eq!(pow_f64(f64::NEG_INFINITY, -3.0).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(
+            pow_f64(f64::NEG_INFINITY, -3.0).to_bits(),
+            (-0.0f64).to_bits()
+        );
         assert_eq!(pow_f64(-0.0, -1.0), f64::NEG_INFINITY);
         assert_eq!(pow_f64(0.0, -2.0), f64::INFINITY);
         assert_eq!(pow_f64(-1.0, f64::INFINITY), 1.0);

@@ -50,8 +50,8 @@ mod shadow;
 pub mod trace;
 
 pub use act::{
-    CANONICAL_NAN, activate, erf_f64, erfc_f64, gelu_erf_f64, log_f64, log1p_f64, pow_f64,
-    rsqrt_f64, sigmoid_f64, silu_f64, softplus_f64,
+    CANONICAL_NAN, erf_f64, erfc_f64, gelu_erf_f64, log_f64, log1p_f64, pow_f64, rsqrt_f64,
+    sigmoid_f64, silu_f64, softplus_f64,
 };
 pub use builder::{ProgramBuilder, SemAlloc};
 pub use device::{Device, LoadedProgram, Outputs, program_runs};
@@ -66,7 +66,7 @@ pub use exec::{
 pub use isa::{
     AccessPattern, ActFn, ActFunc, ActReduce, AluOp, BN_STATS_FMAX, Bias, Dim, DmaBlock,
     DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DIMS, MemKind, Operand, Region, ScalarStep,
-    SemCmp, Space, TOP8_FREE_RANGE, partition_start_ok,
+    SemCmp, Space, TOP8_FREE_RANGE, activate, partition_start_ok,
 };
 pub use math::{exp_f64, gelu_f64, tanh_f64};
 pub use memory::{

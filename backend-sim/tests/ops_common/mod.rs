@@ -182,7 +182,8 @@ pub fn run_raw(p: Program, inputs: &[Buf]) -> (Vec<Vec<u8>>, ExecReport) {
     let mut dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     for (i, buf) in inputs.iter().enumerate() {
-        dev.write_tensor(&lp, &format!("in{i}"), &buf.bytes).unwrap();
+        dev.write_tensor(&lp, &format!("in{i}"), &buf.bytes)
+            .unwrap();
     }
     let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
     r.result().unwrap();
@@ -298,7 +299,11 @@ pub fn ulps_f32(a: f32, b: f32) -> u64 {
 
 /// ULP distance between two values of `dtype` given as bits (sign-magnitude ordering).
 pub fn ulps_bits(dtype: DType, a: u32, b: u32) -> u64 {
-    let sign = if dtype.size() == 2 { 0x8000 } else { 0x8000_0000 };
+    let sign = if dtype.size() == 2 {
+        0x8000
+    } else {
+        0x8000_0000
+    };
     let key = |v: u32| {
         let v = i64::from(v);
         if v & sign != 0 { -(v & (sign - 1)) } else { v }

@@ -8,9 +8,9 @@
 
 use super::Executor;
 use super::effects::{all_int, gather_f32, gather_i32, mem, mem_mut, scatter_f32, scatter_i32};
-use crate::engine::act::{activate, canon};
+use crate::engine::act::canon;
 use crate::engine::dtype::{DType, f32_to_i32};
-use crate::engine::isa::{AluOp, Bias, Instr, Operand, max_num};
+use crate::engine::isa::{AluOp, Bias, Instr, Operand, activate, max_num};
 use crate::engine::memory::OnChip;
 
 impl Executor<'_, '_> {

@@ -4,8 +4,9 @@
 
 use core::fmt;
 
+use super::actfunc::ActFunc;
 use super::alu::AluOp;
-use super::ops::{ActFn, ActFunc, ActReduce, Bias, Operand, ScalarStep};
+use super::ops::{ActFn, ActReduce, Bias, Operand, ScalarStep};
 use super::pattern::{AccessPattern, MAX_DIMS};
 
 /// One of the five instruction sequencers of a NeuronCore.

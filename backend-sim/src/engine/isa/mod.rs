@@ -3,12 +3,14 @@
 //!
 //! * `pattern.rs` — memory spaces, access patterns and the regions they cover;
 //! * `alu.rs` — the ALU operations and their exact semantics;
-//! * `ops.rs` — activation functions and scalar operands;
+//! * `actfunc.rs`, `ops.rs` — activation functions (1.0's, 1.1's and their evaluation) and
+//!   scalar operands;
 //! * `instr.rs` — the five engines, the instructions and their memory accesses;
 //! * `validate.rs` — the operand rules of every instruction;
 //! * `rules.rs` — engine assignment and format versions;
 //! * `dma.rs` — DMA endpoints, blocks and descriptors, and the region an endpoint covers.
 
+mod actfunc;
 mod alu;
 mod dma;
 mod instr;
@@ -17,11 +19,12 @@ mod pattern;
 mod rules;
 mod validate;
 
+pub use actfunc::ActFunc;
 pub use alu::AluOp;
 pub(crate) use alu::max_num;
 pub use dma::{DmaBlock, DmaDescriptor, DmaEndpoint};
 pub use instr::{EngineId, Instr, SemCmp};
-pub use ops::{ActFn, ActFunc, ActReduce, Bias, Operand, ScalarStep};
+pub use ops::{ActFn, ActReduce, Bias, Operand, ScalarStep, activate};
 pub use pattern::{AccessPattern, Dim, MAX_DIMS, MemKind, Region, Space, partition_start_ok};
 pub(crate) use rules::{check_engine, required_minor};
 pub use validate::{BN_STATS_FMAX, TOP8_FREE_RANGE};

@@ -1,53 +1,15 @@
-//! Operand vocabulary of the data-path instructions: the activation functions of format 1.0
-//! ([`ActFunc`]) and of format 1.1 ([`ActFn`]), immediate-or-per-partition operands
+//! Operand vocabulary of the data-path instructions: the activation functions of format 1.1
+//! ([`ActFn`]) and their evaluation ([`activate`]), immediate-or-per-partition operands
 //! ([`Bias`], [`Operand`]), one step of a tensor–scalar chain ([`ScalarStep`]) and the
 //! reduction an `Activate` may fold its output into ([`ActReduce`]).
 
+use super::actfunc::ActFunc;
 use super::alu::AluOp;
 use super::pattern::AccessPattern;
-
-/// The function of a format-1.0 `Activation`: `out = func(in * scale + bias)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ActFunc {
-    /// x
-    Identity,
-    /// max(x, 0)
-    Relu,
-    /// eˣ
-    Exp,
-    /// tanh x
-    Tanh,
-    /// GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-    Gelu,
-}
-
-impl ActFunc {
-    /// Program-format code.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-    /// From the program-format code.
-    pub const fn from_code(c: u8) -> Option<Self> {
-        match c {
-            0 => Some(ActFunc::Identity),
-            1 => Some(ActFunc::Relu),
-            2 => Some(ActFunc::Exp),
-            3 => Some(ActFunc::Tanh),
-            4 => Some(ActFunc::Gelu),
-            _ => None,
-        }
-    }
-    /// Name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            ActFunc::Identity => "identity",
-            ActFunc::Relu => "relu",
-            ActFunc::Exp => "exp",
-            ActFunc::Tanh => "tanh",
-            ActFunc::Gelu => "gelu",
-        }
-    }
-}
+use crate::engine::act::{
+    canon, erf_f64, gelu_erf_f64, log_f64, rsqrt_f64, sigmoid_f64, silu_f64, softplus_f64,
+};
+use crate::engine::math::activation;
 
 /// The function of a format-1.1 `Activate`. Codes 0–4 are [`ActFunc`]'s functions, evaluated
 /// exactly as there; the others are built from IEEE `+ − × /` and `sqrt` in binary64 (see
@@ -161,6 +123,33 @@ impl From<ActFunc> for ActFn {
             ActFunc::Tanh => ActFn::Tanh,
             ActFunc::Gelu => ActFn::Gelu,
         }
+    }
+}
+
+/// Applies a format-1.1 activation function to a binary32 argument (what `Activate` does to
+/// each `x·scale + bias`): the five functions of format 1.0 exactly as `Activation` evaluates
+/// them (their NaN results keep the host's NaN), the others in binary64 rounded once to
+/// binary32, every NaN result canonical.
+#[inline]
+pub fn activate(func: ActFn, t: f32) -> f32 {
+    let x = f64::from(t);
+    match func {
+        ActFn::Identity => activation(ActFunc::Identity, t),
+        ActFn::Relu => activation(ActFunc::Relu, t),
+        ActFn::Exp => activation(ActFunc::Exp, t),
+        ActFn::Tanh => activation(ActFunc::Tanh, t),
+        ActFn::Gelu => activation(ActFunc::Gelu, t),
+        ActFn::GeluErf => canon(gelu_erf_f64(x) as f32),
+        ActFn::Sigmoid => canon(sigmoid_f64(x) as f32),
+        ActFn::Silu => canon(silu_f64(x) as f32),
+        ActFn::Softplus => canon(softplus_f64(x) as f32),
+        ActFn::Log => canon(log_f64(x) as f32),
+        ActFn::Sqrt => canon(t.sqrt()),
+        ActFn::Rsqrt => canon(rsqrt_f64(x) as f32),
+        ActFn::Reciprocal => canon(1.0 / t),
+        ActFn::Square => canon(t * t),
+        ActFn::Abs => canon(t.abs()),
+        ActFn::Erf => canon(erf_f64(x) as f32),
     }
 }
 
