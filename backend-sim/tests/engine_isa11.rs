@@ -1138,3 +1138,135 @@ fn costs_follow_the_published_rules() {
         );
     }
 }
+
+/// Runs `p` (no inputs) and returns its hazards as `(first op, second op)` names with the
+/// second access's region.
+fn hazards_of(p: Program) -> Vec<(String, String, nrt_sim::engine::Region)> {
+    use nrt_sim::engine::Actor;
+    let mut dev = Device::new(Instance::Trn1);
+    let lp = dev.load(0, p).unwrap();
+    let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
+    assert_eq!(r.status, NrtStatus::ExecCompletedWithErr);
+    let name = |a: &Actor| match a {
+        Actor::Engine { op, .. } => (*op).to_owned(),
+        Actor::Dma { .. } => "DMA".to_owned(),
+    };
+    r.hazards
+        .iter()
+        .map(|h| (name(&h.first.actor), name(&h.second.actor), h.second.region))
+        .collect()
+}
+
+/// Whether `h` has a hazard between `x` and `y` (in either order) with a region `want` holds
+/// for (either access's region is reported as the second one's).
+fn race(
+    h: &[(String, String, nrt_sim::engine::Region)],
+    x: &str,
+    y: &str,
+    want: impl Fn(&nrt_sim::engine::Region) -> bool,
+) -> bool {
+    h.iter()
+        .any(|(a, b, r)| ((a == x && b == y) || (a == y && b == x)) && want(r))
+}
+
+/// Rule (hazard footprints): the hazard detector sees every operand of the new instructions —
+/// a second output (an `Activate` reduction), a per-partition operand, and a block DMA
+/// endpoint spanning partitions.
+#[test]
+fn hazard_footprints_cover_new_operands() {
+    // ScalarE writes the reduction at partition 0..4, bytes 640..644; VectorE reads it unordered.
+    let mut b = ProgramBuilder::new("h1");
+    b.push(
+        EngineId::Scalar,
+        Instr::Activate {
+            func: ActFn::Exp,
+            src: sb(DType::F32, 4, 0, 16),
+            out: sb(DType::F32, 4, 256, 16),
+            scale: Operand::Imm(1.0),
+            bias: Bias::Imm(0.0),
+            reduce: Some(ActReduce {
+                op: AluOp::Add,
+                out: sb(DType::F32, 4, 640, 1),
+            }),
+        },
+    );
+    b.push(
+        EngineId::Vector,
+        Instr::TensorCopy {
+            src: sb(DType::F32, 4, 640, 1),
+            out: sb(DType::F32, 4, 1024, 1),
+        },
+    );
+    let h = hazards_of(b.build().unwrap());
+    assert!(race(&h, "TensorCopy", "Activate", |r| r.b0 == 640), "{h:?}");
+    // GpSimdE writes a per-partition operand that VectorE's chain reads unordered.
+    let mut b = ProgramBuilder::new("h2");
+    b.push(
+        EngineId::GpSimd,
+        Instr::Memset {
+            out: sb(DType::F32, 4, 64, 1),
+            bits: 0,
+        },
+    );
+    b.push(
+        EngineId::Vector,
+        Instr::TensorScalarChain {
+            src: sb(DType::F32, 4, 0, 16),
+            out: sb(DType::F32, 4, 256, 16),
+            first: ScalarStep {
+                op: AluOp::Add,
+                operand: Operand::PerPartition(sb(DType::F32, 4, 64, 1)),
+                reverse: false,
+            },
+            second: None,
+        },
+    );
+    let h = hazards_of(b.build().unwrap());
+    assert!(
+        race(&h, "Memset", "TensorScalarChain", |r| (r.b0, r.b1)
+            == (64, 68)),
+        "{h:?}"
+    );
+    // A transposing block DMA writes partitions 0..8; VectorE reads partition 5 unordered.
+    let mut b = ProgramBuilder::new("h3");
+    let x = b.input("x", DType::Bf16, &[4, 8]);
+    let s = b.sem().unwrap();
+    let blk = |mem, index, rows, cols, transposed| {
+        DmaEndpoint::Block(DmaBlock {
+            mem,
+            index,
+            offset: 0,
+            dtype: DType::Bf16,
+            rows,
+            cols,
+            pitch: cols,
+            transposed,
+        })
+    };
+    b.dma_on(
+        EngineId::Sync,
+        0,
+        0,
+        &[DmaDescriptor {
+            src: blk(MemKind::Hbm, x, 4, 8, false),
+            dst: blk(MemKind::Sbuf, 0, 8, 4, true),
+            len: 64,
+        }],
+        s,
+        1,
+    );
+    b.push(
+        EngineId::Vector,
+        Instr::Reciprocal {
+            src: AccessPattern::sbuf(DType::Bf16, 0, 8, 0, 4),
+            out: sb(DType::F32, 8, 256, 4),
+        },
+    );
+    b.push(EngineId::Vector, Instr::Notify { payload: 1 });
+    let h = hazards_of(b.build().unwrap());
+    assert!(
+        race(&h, "Reciprocal", "DMA", |r| r.p1 - r.p0 == 8
+            && (r.b0, r.b1) == (0, 8)),
+        "{h:?}"
+    );
+}
