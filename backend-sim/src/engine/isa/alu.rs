@@ -29,7 +29,7 @@ pub enum AluOp {
     /// a ÷ b (`divide`): IEEE division in binary32; on int32 truncating, `a ÷ 0 = 0`,
     /// wrapping (`MIN ÷ −1 = MIN`).
     Divide,
-    /// aᵇ (`power`): IEEE `pow` special cases, see [`crate::engine::act`]; on int32 exact
+    /// aᵇ (`power`): IEEE `pow` special cases, see [`crate::engine::pow_f64`]; on int32 exact
     /// wrapping powers, a negative exponent truncates toward zero (`0⁻ⁿ = 0`).
     Power,
     /// a == b → 1 else 0 (`equal`; NaN is equal to nothing).
@@ -195,7 +195,7 @@ impl AluOp {
     }
 
     /// Applies the operation to binary32 values, deterministically on every machine: one
-    /// IEEE operation rounded to binary32 (power: see [`crate::engine::act`]), NaN results
+    /// IEEE operation rounded to binary32 (power: see [`crate::engine::pow_f64`]), NaN results
     /// canonical, max/min with −0 < +0. Bitvec operations act on the values converted to
     /// int32 (validation keeps them off float operands).
     #[inline]
