@@ -9,7 +9,11 @@
 //! * [`Program`] — a versioned, self-describing program ("NEFF-lite"): named HBM tensors, one
 //!   instruction stream per engine, a DMA descriptor table, initial semaphores.
 //!   [`Program::to_bytes`] / [`Program::from_bytes`]; the format and the ISA are documented in
-//!   `docs/SIM_ISA.md`.
+//!   `docs/SIM_ISA.md`. Format 1.1 adds the instructions models need, named and behaving like
+//!   `nki.isa` (chained tensor–scalar operations, reductions, `Activate` with the common
+//!   activation functions, transposes, masks, layernorm statistics, scans, top-8, block DMA
+//!   with casts and transposes), ALU operations ([`AluOp`]) and NKI's engine assignment; a
+//!   program that uses none of it is a 1.0 program, written, checked and run exactly as before.
 //! * [`ProgramBuilder`] and [`kernels`] — emit programs (tiled matmul, elementwise, bias +
 //!   activation, two-layer MLP).
 //! * [`Device`] — sparse HBM with capacity accounting and per-core SBUF/PSUM; load a program,
