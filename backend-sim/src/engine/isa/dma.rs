@@ -68,9 +68,9 @@ impl DmaBlock {
         self.cols as u64 * self.dtype.size() as u64
     }
 
-    /// Bytes of the elements (`rows · cols · element size`).
+    /// Bytes of the elements (`rows · cols · element size`; saturating).
     pub const fn bytes(&self) -> u64 {
-        self.rows as u64 * self.row_bytes()
+        (self.rows as u64).saturating_mul(self.row_bytes())
     }
 
     /// The logical `[R, C]` shape of the transfer this block holds.
