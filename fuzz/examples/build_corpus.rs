@@ -4,7 +4,8 @@
 //!   kernel programs, plus the compiler fixture `../shared/fixtures/neff/matmul_small.neff`
 //!   when it exists (read at run time, never copied into the repository; without it a
 //!   `SKIPPED` line on stderr, or an error when `NRT_REQUIRE_SHARED=1`);
-//! * `sim_program`: the kernel builders' programs.
+//! * `sim_program`: the kernel builders' programs, and one program of format-1.1 instructions
+//!   and block DMA descriptors.
 //!
 //! The structured targets (`neff_roundtrip`, `config`, `facade`, `coredump_template`) start
 //! from libFuzzer's own inputs.
@@ -16,7 +17,94 @@ use std::path::{Path, PathBuf};
 
 use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
-use nrt_sim::engine::{DType, Program, kernels};
+use nrt_sim::engine::{
+    AccessPattern, ActFn, ActReduce, AluOp, Bias, DType, DmaBlock, DmaDescriptor, DmaEndpoint,
+    EngineId, Instr, MemKind, Operand, Program, ProgramBuilder, ScalarStep, kernels,
+};
+
+/// A small program of format-1.1 instructions: a block DMA load (transposing), a tensor-scalar
+/// chain, an activation with its reduction, a reduction, a TensorE transpose.
+fn isa11_program() -> Result<Program, Box<dyn std::error::Error>> {
+    let mut b = ProgramBuilder::new("isa11");
+    let x = b.input("x", DType::Bf16, &[8, 4]);
+    let s = b.sem()?;
+    let blk = |mem, index, rows, cols, transposed| DmaBlock {
+        mem,
+        index,
+        offset: 0,
+        dtype: DType::Bf16,
+        rows,
+        cols,
+        pitch: cols,
+        transposed,
+    };
+    b.dma_on(
+        EngineId::Sync,
+        0,
+        0,
+        &[DmaDescriptor {
+            src: DmaEndpoint::Block(blk(MemKind::Hbm, x, 8, 4, false)),
+            dst: DmaEndpoint::Block(blk(MemKind::Sbuf, 0, 4, 8, true)),
+            len: 64,
+        }],
+        s,
+        1,
+    );
+    let t = AccessPattern::sbuf(DType::Bf16, 0, 4, 0, 8);
+    let f = AccessPattern::sbuf(DType::F32, 0, 4, 64, 8);
+    b.wait(EngineId::Vector, s, 1);
+    b.push(
+        EngineId::Vector,
+        Instr::TensorScalarChain {
+            src: t,
+            out: f,
+            first: ScalarStep {
+                op: AluOp::Mul,
+                operand: Operand::Imm(0.5),
+                reverse: false,
+            },
+            second: Some(ScalarStep {
+                op: AluOp::Min,
+                operand: Operand::Int(3),
+                reverse: true,
+            }),
+        },
+    );
+    b.push(
+        EngineId::Vector,
+        Instr::TensorReduce {
+            op: AluOp::Max,
+            src: f,
+            out: AccessPattern::sbuf(DType::F32, 0, 4, 128, 1),
+            axes: 1,
+            negate: false,
+        },
+    );
+    b.wait(EngineId::Scalar, s, 1);
+    b.push(
+        EngineId::Scalar,
+        Instr::Activate {
+            func: ActFn::Silu,
+            src: t,
+            out: AccessPattern::sbuf(DType::Bf16, 0, 4, 256, 8),
+            scale: Operand::Imm(1.0),
+            bias: Bias::Imm(0.0),
+            reduce: Some(ActReduce {
+                op: AluOp::Add,
+                out: AccessPattern::sbuf(DType::F32, 0, 4, 320, 1),
+            }),
+        },
+    );
+    b.wait(EngineId::Tensor, s, 1);
+    b.push(
+        EngineId::Tensor,
+        Instr::Transpose {
+            src: t,
+            out: AccessPattern::psum(DType::Bf16, 0, 8, 0, 4),
+        },
+    );
+    Ok(b.build()?)
+}
 
 fn save(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
@@ -45,6 +133,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "matmul_bf16",
             kernels::matmul(8, 16, 8, DType::Bf16, DType::F32)?,
         ),
+        ("isa11", isa11_program()?),
     ];
     for (name, p) in &programs {
         save(&prog_dir, &format!("{name}.prog"), &p.to_bytes())?;

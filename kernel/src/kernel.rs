@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use nrt_core::{Error, err};
 use nrt_sim::engine::{
-    DMA_ENGINES, DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DESCRIPTORS, Program, Space,
-    TensorDecl, TensorKind,
+    DMA_ENGINES, DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DESCRIPTORS, MemKind, Program,
+    Space, TensorDecl, TensorKind,
 };
 
 use crate::alloc::Allocator;
@@ -151,35 +151,68 @@ impl Kernel {
         Ok(())
     }
 
+    /// Whether HBM tensor `tensor` is never written (an input or a constant): reading it
+    /// orders nothing and is not tracked.
+    fn read_only(&self, tensor: u32) -> bool {
+        matches!(
+            self.tensor_kind(tensor),
+            Some(TensorKind::Input | TensorKind::Const)
+        )
+    }
+
     /// The footprints of a group of descriptors (HBM inputs and constants are never written,
     /// so reading them orders nothing and is not tracked).
     fn dma_accesses(&self, descs: &[DmaDescriptor]) -> Vec<Access> {
         let mut by: Vec<((MemKey, bool), Vec<Rect>)> = Vec::new();
         for d in descs {
             for (ep, write) in [(d.src, false), (d.dst, true)] {
-                let (key, rect) = match ep {
+                let one = |p: u32, b: u64| Rect {
+                    p0: p,
+                    p1: p + 1,
+                    b0: b,
+                    b1: b + u64::from(d.len),
+                };
+                let (key, r) = match ep {
                     DmaEndpoint::Hbm { tensor, offset } => {
-                        let ro = matches!(
-                            self.tensor_kind(tensor),
-                            Some(TensorKind::Input | TensorKind::Const)
-                        );
-                        if ro && !write {
+                        if !write && self.read_only(tensor) {
                             continue;
                         }
-                        (MemKey::Hbm(tensor), (0, offset))
+                        (MemKey::Hbm(tensor), one(0, offset))
                     }
                     DmaEndpoint::Sbuf { partition, offset } => {
-                        (MemKey::Sbuf, (u32::from(partition), u64::from(offset)))
+                        (MemKey::Sbuf, one(u32::from(partition), u64::from(offset)))
                     }
                     DmaEndpoint::Psum { partition, offset } => {
-                        (MemKey::Psum, (u32::from(partition), u64::from(offset)))
+                        (MemKey::Psum, one(u32::from(partition), u64::from(offset)))
                     }
-                };
-                let r = Rect {
-                    p0: rect.0,
-                    p1: rect.0 + 1,
-                    b0: rect.1,
-                    b1: rect.1 + u64::from(d.len),
+                    // A block endpoint (casts, transposes): its bounding rectangle.
+                    DmaEndpoint::Block(b) => {
+                        let key = match b.mem {
+                            MemKind::Hbm => {
+                                if !write && self.read_only(b.index) {
+                                    continue;
+                                }
+                                MemKey::Hbm(b.index)
+                            }
+                            MemKind::Sbuf => MemKey::Sbuf,
+                            MemKind::Psum => MemKey::Psum,
+                        };
+                        let r = match b.mem {
+                            MemKind::Hbm => Rect {
+                                p0: 0,
+                                p1: 1,
+                                b0: b.offset,
+                                b1: b.offset.saturating_add(b.hbm_span().unwrap_or(u64::MAX)),
+                            },
+                            MemKind::Sbuf | MemKind::Psum => Rect {
+                                p0: b.index,
+                                p1: b.index.saturating_add(b.rows),
+                                b0: b.offset,
+                                b1: b.offset.saturating_add(b.row_bytes()),
+                            },
+                        };
+                        (key, r)
+                    }
                 };
                 match by.iter_mut().find(|(k, _)| *k == (key, write)) {
                     Some((_, v)) => v.push(r),

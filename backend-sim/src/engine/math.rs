@@ -10,7 +10,8 @@
 use std::sync::OnceLock;
 
 use super::dtype::DType;
-use super::isa::{ActFunc, AluOp};
+use super::isa::ActFunc;
+use super::nan::canon;
 
 const LN2_HI: f64 = 6.931_471_803_691_238e-1;
 const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
@@ -106,51 +107,6 @@ pub fn gelu_f64(x: f64) -> f64 {
 }
 
 // ---- NaN, the ALU and activations -----------------------------------------------------------
-
-/// The bits of the one NaN that engine arithmetic produces: positive, quiet, zero payload
-/// (`bf16` 0x7FC0, `fp16` 0x7E00 once narrowed). IEEE-754 and Rust leave the sign and payload
-/// of an arithmetic NaN open (x86 makes `∞ − ∞` negative, AArch64 positive; RISC-V never
-/// propagates payloads), so every arithmetic result that is NaN is replaced by this one.
-pub(crate) const CANONICAL_NAN_BITS: u32 = 0x7FC0_0000;
-
-/// `v`, or the canonical NaN if `v` is any NaN.
-#[inline]
-pub(crate) fn canon(v: f32) -> f32 {
-    if v.is_nan() {
-        f32::from_bits(CANONICAL_NAN_BITS)
-    } else {
-        v
-    }
-}
-
-/// IEEE 754-2019 `maximumNumber` with −0 < +0: a NaN operand yields the other operand (both NaN:
-/// the canonical NaN); of +0 and −0, +0. (`f32::max` may return either zero, and either NaN.)
-#[inline]
-pub(crate) fn max_num(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        return canon(b);
-    }
-    if b.is_nan() || a > b {
-        return a;
-    }
-    if b > a || b.is_sign_positive() {
-        return b;
-    }
-    a
-}
-
-/// A binary ALU operation on binary32 values, as the engines compute it: `+ − ×` rounded once
-/// (RNE), `max` by [`max_num`], a NaN result canonical.
-#[inline]
-pub(crate) fn alu_f32(op: AluOp, a: f32, b: f32) -> f32 {
-    // Exhaustive on purpose: a new `AluOp` must state its floating-point rule here.
-    match op {
-        AluOp::Add => canon(a + b),
-        AluOp::Sub => canon(a - b),
-        AluOp::Mul => canon(a * b),
-        AluOp::Max => max_num(a, b),
-    }
-}
 
 /// Applies an activation to a binary32 argument: evaluated in binary64, rounded once to
 /// binary32; a NaN result is the canonical NaN.
@@ -329,7 +285,7 @@ mod tests {
     use super::*;
     use crate::engine::dtype::round_through;
 
-    const QNAN: u32 = CANONICAL_NAN_BITS;
+    const QNAN: u32 = crate::engine::CANONICAL_NAN.to_bits();
 
     /// A 64-bit LCG.
     struct Rng(u64);
@@ -673,8 +629,15 @@ mod tests {
         }
     }
 
+    /// The ALU rule every engine applies ([`AluOp::eval_f32`]), checked here beside the
+    /// other numerics.
+    fn alu_f32(op: crate::engine::isa::AluOp, a: f32, b: f32) -> f32 {
+        op.eval_f32(a, b)
+    }
+
     #[test]
     fn alu_rules() {
+        use crate::engine::isa::AluOp;
         let inf = f32::INFINITY;
         let nan = f32::from_bits(0xFFC1_2345);
         let q = |v: f32| v.to_bits();

@@ -9,7 +9,11 @@
 //! * [`Program`] — a versioned, self-describing program ("NEFF-lite"): named HBM tensors, one
 //!   instruction stream per engine, a DMA descriptor table, initial semaphores.
 //!   [`Program::to_bytes`] / [`Program::from_bytes`]; the format and the ISA are documented in
-//!   `docs/SIM_ISA.md`.
+//!   `docs/SIM_ISA.md`. Format 1.1 adds the instructions models need, named and behaving like
+//!   `nki.isa` (chained tensor–scalar operations, reductions, `Activate` with the common
+//!   activation functions, transposes, masks, layernorm statistics, scans, top-8, block DMA
+//!   with casts and transposes), ALU operations ([`AluOp`]) and NKI's engine assignment; a
+//!   program that uses none of it is a 1.0 program, written, checked and run exactly as before.
 //! * [`ProgramBuilder`] and [`kernels`] — emit programs (tiled matmul, elementwise, bias +
 //!   activation, two-layer MLP).
 //! * [`Device`] — sparse HBM with capacity accounting and per-core SBUF/PSUM; load a program,
@@ -36,6 +40,7 @@
 //! assert!(report.ticks > 0 && !report.validated_against_hw);
 //! ```
 
+mod act;
 mod builder;
 mod device;
 mod dtype;
@@ -44,10 +49,15 @@ mod isa;
 pub mod kernels;
 mod math;
 mod memory;
+mod nan;
 mod program;
 mod shadow;
 pub mod trace;
 
+pub use act::{
+    erf_f64, erfc_f64, gelu_erf_f64, log_f64, log1p_f64, pow_f64, rsqrt_f64, sigmoid_f64, silu_f64,
+    softplus_f64,
+};
 pub use builder::{ProgramBuilder, SemAlloc};
 pub use device::{Device, LoadedProgram, Outputs, program_runs};
 pub use dtype::{
@@ -59,14 +69,16 @@ pub use exec::{
     TICKS_PER_SECOND, TIMING_MODEL, Track, VALIDATED_AGAINST_HW, timing,
 };
 pub use isa::{
-    AccessPattern, ActFunc, AluOp, Bias, Dim, DmaDescriptor, DmaEndpoint, EngineId, Instr,
-    MAX_DIMS, MemKind, Region, SemCmp, Space, partition_start_ok,
+    AccessPattern, ActFn, ActFunc, ActReduce, AluOp, BN_STATS_FMAX, Bias, Dim, DmaBlock,
+    DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DIMS, MemKind, Operand, Region, ScalarStep,
+    SemCmp, Space, TOP8_FREE_RANGE, activate, partition_start_ok,
 };
 pub use math::{exp_f64, gelu_f64, tanh_f64};
 pub use memory::{
     DMA_ENGINES, DMA_QUEUES, HBM_PAGE_BYTES, Hbm, OnChip, PSUM_BANK_BYTES, PSUM_BANKS,
     PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES, SBUF_PARTITIONS, SEMAPHORES,
 };
+pub use nan::CANONICAL_NAN;
 pub use program::{
     FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_NAME_BYTES, MAX_RANK,
     MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, Program, TensorDecl, TensorKind,

@@ -4,7 +4,7 @@
 //! the synchronisation chooses or by `engine`.
 
 use nrt_core::{Error, err};
-use nrt_sim::engine::{DMA_ENGINES, DmaDescriptor, DmaEndpoint, EngineId, TensorKind};
+use nrt_sim::engine::{DMA_ENGINES, DmaDescriptor, DmaEndpoint, EngineId, MemKind, TensorKind};
 
 use super::Op;
 use crate::handle::Memory;
@@ -118,6 +118,14 @@ fn span(ep: &DmaEndpoint, len: u32) -> Option<(u8, u64, u64)> {
                 u64::from(offset) + u64::from(len),
             ))
         }
+        DmaEndpoint::Block(b) => match b.mem {
+            MemKind::Sbuf | MemKind::Psum => Some((
+                u8::try_from(b.index).unwrap_or(u8::MAX),
+                b.offset,
+                b.offset.saturating_add(b.row_bytes()),
+            )),
+            MemKind::Hbm => None,
+        },
         DmaEndpoint::Hbm { .. } => None,
     }
 }

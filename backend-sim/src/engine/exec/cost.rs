@@ -1,9 +1,19 @@
 //! The cost model: the timing model's name and status, the tick, the published NKI timing
-//! constants ([`timing`]), the exact-integer DMA rates, each engine's clock ratio to the tick
-//! and the cost of a data-path instruction ([`op_cycles`]).
+//! constants ([`timing`]), the exact-integer DMA rates and the data units of a descriptor
+//! ([`dma_units`]), each engine's clock ratio to the tick and the cost of a data-path
+//! instruction ([`op_cycles`]).
+//!
+//! Sources: the NKI architecture guide for NeuronCore-v2 (`nki/guides/architecture/
+//! trainium_inferentia2_arch.rst`: TensorE `max(N, 64)` and fast LoadStationary, VectorE /
+//! ScalarE `N` per input, the 60-cycle access overhead, the 100-cycle small/dependent overhead,
+//! the ~64-cycle `ActReadAccumulator`), the NKI engine-selection table
+//! (`nki/api/nki.api.shared.rst`: reciprocal on VectorE `max(MIN_II, 8·N)`), and the Trainium2
+//! guide (`nki/guides/architecture/trainium2_arch.rst`: DMA transpose at up to 90 % of a copy's
+//! throughput). Where NKI publishes nothing, the closest documented analogue is used and named
+//! at the instruction.
 
 use crate::engine::dtype::DType;
-use crate::engine::isa::{AccessPattern, EngineId, Instr};
+use crate::engine::isa::{AccessPattern, DmaDescriptor, DmaEndpoint, EngineId, Instr};
 
 /// Name of the timing model: every latency comes from the published NKI cost rules.
 pub const TIMING_MODEL: &str = "nki-published-cost-rules-v2";
@@ -42,6 +52,15 @@ pub mod timing {
     pub const DMA_QUEUE_DEPTH: usize = 64;
     /// Control instructions take one tick.
     pub const CONTROL_TICKS: u64 = 1;
+    /// VectorE reciprocal costs 8 cycles per element (NKI engine-selection table:
+    /// `max(MIN_II, 8·N)` on VectorE against `max(MIN_II, N)` on ScalarE).
+    pub const RECIPROCAL_VECTOR_FACTOR: u64 = 8;
+    /// `ActReadAccumulator`, the instruction that writes ScalarE's reduction registers out
+    /// after an `Activate` with a reduction: roughly 64 ScalarE cycles on NeuronCore-v2.
+    pub const ACT_READ_ACCUMULATOR_CYCLES: u64 = 64;
+    /// A transposing DMA reaches up to 90 % of a copy's throughput (Trainium2 guide): its data
+    /// phase moves `bytes · 10 / 9`.
+    pub const DMA_TRANSPOSE_SLOWDOWN: (u64, u64) = (10, 9);
 }
 
 // Fluid DMA arithmetic in exact integers: one byte = BYTE units; rates in units per tick.
@@ -51,6 +70,24 @@ const LCM16: u64 = 720_720;
 pub(super) const BYTE: u64 = 7 * LCM16;
 pub(super) const ENGINE_RATE: u64 = 136 * LCM16;
 pub(super) const HBM_RATE: u64 = 2050 * LCM16;
+
+/// The data-phase units of a descriptor: its bytes × [`BYTE`]. A block descriptor moves the
+/// larger of its source and destination blocks (a cast: no published figure; the copy of the
+/// larger side is the closest analogue), a transposing one 10/9 of that.
+pub(super) fn dma_units(d: &DmaDescriptor) -> u64 {
+    match (d.src, d.dst) {
+        (DmaEndpoint::Block(s), DmaEndpoint::Block(t)) => {
+            let units = s.bytes().max(t.bytes()) * BYTE;
+            if s.transposed != t.transposed {
+                let (num, den) = timing::DMA_TRANSPOSE_SLOWDOWN;
+                units / den * num
+            } else {
+                units
+            }
+        }
+        _ => u64::from(d.len) * BYTE,
+    }
+}
 
 /// Engine cycles per tick as `num / den` ticks... expressed as (cycles-per-tick numerator,
 /// tick multiplier): ticks = cycles × den / num.
@@ -63,9 +100,9 @@ pub(super) const fn clock_ratio(e: EngineId) -> (u64, u64) {
     }
 }
 
-/// The published cost of a data-path instruction, in its engine's cycles.
+/// The published cost of a data-path instruction on `engine`, in its engine's cycles.
 #[inline]
-pub(crate) fn op_cycles(ins: &Instr, dependent: bool) -> u64 {
+pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, dependent: bool) -> u64 {
     use timing::*;
     let fp32 = |ap: &AccessPattern| ap.dtype == DType::F32;
     match ins {
@@ -88,7 +125,29 @@ pub(crate) fn op_cycles(ins: &Instr, dependent: bool) -> u64 {
                 base
             }
         }
-        _ => {
+        Instr::Transpose { src, .. } if engine == EngineId::Tensor => {
+            // No published figure of its own: NKI implements it as a matmul of the input (as
+            // the stationary) with an identity (as the moving), so it costs a LoadStationary
+            // of the input plus a MultiplyMoving of N = its partitions; 4-byte elements at the
+            // fp32 rate.
+            let wide = src.dtype.size() == 4;
+            let ls = src
+                .free_elems()
+                .max(MM_INIT_LATENCY)
+                .div_ceil(LOAD_STATIONARY_SPEEDUP);
+            let mm = u64::from(src.partitions).max(MM_INIT_LATENCY);
+            if wide {
+                (ls + mm) * FP32_MATMUL_FACTOR
+            } else {
+                ls + mm
+            }
+        }
+        Instr::TensorTensor { .. }
+        | Instr::TensorScalar { .. }
+        | Instr::Activation { .. }
+        | Instr::TensorCopy { .. }
+        | Instr::Memset { .. }
+        | Instr::Iota { .. } => {
             let (acc, n) = ins.accesses();
             let mut free = 0u64;
             let mut inputs = 0u64;
@@ -111,5 +170,64 @@ pub(crate) fn op_cycles(ins: &Instr, dependent: bool) -> u64 {
             }
             c
         }
+        _ => cycles_1_1(ins, dependent),
     }
+}
+
+/// The format-1.1 instructions on VectorE, ScalarE and GpSimdE: the same rule as format 1.0's
+/// — `N × inputs` with N the free size of the streamed input and `[P, 1]` operands not counted
+/// (one input: "most VectorE instructions execute in roughly N cycles"; two: "2N"), ×2 when an
+/// operand's innermost stride exceeds 16 B, + 60 access overhead, + 100 when N ≤ 128 or
+/// dependent — with the published exceptions (reciprocal 8N, the accumulator read-out).
+fn cycles_1_1(ins: &Instr, dependent: bool) -> u64 {
+    use timing::*;
+    let free = |ap: &AccessPattern| ap.free_elems();
+    // (N, cycles per element of N, extra cycles)
+    let (n, inputs, extra) = match ins {
+        // NKI: two operations cost the same as one.
+        Instr::TensorScalarChain { src, .. } => (free(src), 1, 0),
+        // NKI: "approximately the same latency as a regular tensor_tensor".
+        Instr::ScalarTensorTensor { data, .. } => (free(data), 2, 0),
+        Instr::TensorReduce { src, .. } => (free(src), 1, 0),
+        // NKI: scale, bias and the reduction are free; writing the reduction out is one
+        // ActReadAccumulator.
+        Instr::Activate { src, reduce, .. } => (
+            free(src),
+            1,
+            if reduce.is_some() {
+                ACT_READ_ACCUMULATOR_CYCLES
+            } else {
+                0
+            },
+        ),
+        Instr::Reciprocal { src, .. } => (free(src), RECIPROCAL_VECTOR_FACTOR, 0),
+        // VectorE 32x32 transpose: no figure; a one-input VectorE instruction.
+        Instr::Transpose { src, .. } => (free(src), 1, 0),
+        // GpSimdE: no published costs (as Memset/Iota): N.
+        Instr::AffineSelect { out, .. } => (free(out), 1, 0),
+        // No figures for these VectorE instructions: one (or, for the scan, two) streamed
+        // inputs, the closest documented analogue (tensor_scalar / tensor_tensor).
+        Instr::RangeSelect { out, .. } => (free(out), 1, 0),
+        Instr::BnStats { src, .. } | Instr::BnAggr { src, .. } | Instr::Max8 { src, .. } => {
+            (free(src), 1, 0)
+        }
+        Instr::TensorTensorScan { out, .. } => (free(out), 2, 0),
+        Instr::FindIndex8 { data, .. } => (free(data), 1, 0),
+        _ => (0, 1, 0),
+    };
+    let (acc, na) = ins.accesses();
+    let strided = acc
+        .iter()
+        .take(na)
+        .flatten()
+        .any(|(ap, _)| ap.innermost_strided());
+    let mut c = n * inputs;
+    if strided {
+        c *= 2;
+    }
+    c += ACCESS_OVERHEAD_CYCLES + extra;
+    if dependent || n <= SMALL_FREE_SIZE {
+        c += SMALL_OR_DEPENDENT_CYCLES;
+    }
+    c
 }

@@ -2,7 +2,7 @@
 //! overhead phase, then a data phase at the engine's peak or its share of HBM bandwidth, in
 //! exact integers); a transfer's last descriptor updates its semaphore. Copies move the bytes.
 
-use super::cost::{BYTE, ENGINE_RATE, HBM_RATE, timing};
+use super::cost::{ENGINE_RATE, HBM_RATE, dma_units, timing};
 use super::report::{Actor, Event, EventKind, Track};
 use super::{Acct, Executor, Phase, join};
 use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
@@ -34,7 +34,7 @@ impl Executor<'_, '_> {
                         continue;
                     };
                     let hbm = d.touches_hbm();
-                    let remaining = u64::from(d.len) * BYTE;
+                    let remaining = dma_units(d);
                     let de = &mut self.dma[e];
                     de.phase = Phase::Data {
                         remaining,
@@ -155,6 +155,10 @@ impl Executor<'_, '_> {
     /// range reads as zeros, a destination out of range is not written); the common
     /// directions copy straight from source to destination.
     fn copy(&mut self, d: &DmaDescriptor) {
+        if let (DmaEndpoint::Block(src), DmaEndpoint::Block(dst)) = (d.src, d.dst) {
+            self.copy_block(&src, &dst);
+            return;
+        }
         let len = d.len as usize;
         let env = &mut *self.env;
         let hbm_addr =
@@ -266,6 +270,8 @@ impl Executor<'_, '_> {
                 }
                 self.scratch = buf;
             }
+            // A block endpoint opposite a byte endpoint: refused at load.
+            (DmaEndpoint::Block(_), _) | (_, DmaEndpoint::Block(_)) => {}
         }
     }
 
@@ -361,8 +367,8 @@ impl Executor<'_, '_> {
     }
 }
 
-/// The on-chip memory, partition and offset of an SBUF or PSUM endpoint (for HBM, which callers
-/// exclude, an offset out of every partition).
+/// The on-chip memory, partition and offset of an SBUF or PSUM endpoint (for HBM or a block,
+/// which callers exclude, an offset out of every partition).
 fn onchip_endpoint<'m>(
     sbuf: &'m mut OnChip,
     psum: &'m mut OnChip,
@@ -371,7 +377,7 @@ fn onchip_endpoint<'m>(
     match e {
         DmaEndpoint::Psum { partition, offset } => (psum, usize::from(partition), offset as usize),
         DmaEndpoint::Sbuf { partition, offset } => (sbuf, usize::from(partition), offset as usize),
-        DmaEndpoint::Hbm { .. } => (sbuf, 0, usize::MAX),
+        DmaEndpoint::Hbm { .. } | DmaEndpoint::Block(_) => (sbuf, 0, usize::MAX),
     }
 }
 

@@ -7,8 +7,9 @@ use std::rc::Rc;
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, Bias, EngineId, Instr, Space};
-use crate::engine::math::{activation, alu_f32, canon, matmul_kmajor};
+use crate::engine::math::{activation, matmul_kmajor};
 use crate::engine::memory::OnChip;
+use crate::engine::nan::canon;
 
 impl Executor<'_, '_> {
     pub(super) fn complete_seq_ops(&mut self) {
@@ -105,7 +106,7 @@ impl Executor<'_, '_> {
                     gather_f32(mem(sbuf, psum, a.space), &a, &mut x);
                     gather_f32(mem(sbuf, psum, b.space), &b, &mut y);
                     for (u, v) in x.iter_mut().zip(&y) {
-                        *u = alu_f32(op, *u, *v);
+                        *u = op.eval_f32(*u, *v);
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
                     self.fbuf = [x, y];
@@ -129,7 +130,7 @@ impl Executor<'_, '_> {
                     let mut x = std::mem::take(&mut self.fbuf[0]);
                     gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
                     for u in x.iter_mut() {
-                        *u = alu_f32(op, *u, scalar);
+                        *u = op.eval_f32(*u, scalar);
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
                     self.fbuf[0] = x;
@@ -206,23 +207,23 @@ impl Executor<'_, '_> {
                 }
                 scatter_i32(mem_mut(sbuf, psum, out.space), &out, &v);
             }
-            _ => {}
+            _ => self.apply_1_1(ins),
         }
     }
 }
 
-fn all_int(d: &[DType]) -> bool {
+pub(super) fn all_int(d: &[DType]) -> bool {
     d.iter().all(|&x| x == DType::I32)
 }
 
-fn mem<'m>(sbuf: &'m OnChip, psum: &'m OnChip, s: Space) -> &'m OnChip {
+pub(super) fn mem<'m>(sbuf: &'m OnChip, psum: &'m OnChip, s: Space) -> &'m OnChip {
     match s {
         Space::Sbuf => sbuf,
         Space::Psum => psum,
     }
 }
 
-fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) -> &'m mut OnChip {
+pub(super) fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) -> &'m mut OnChip {
     match s {
         Space::Sbuf => sbuf,
         Space::Psum => psum,
@@ -232,7 +233,7 @@ fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) -> &'m mut 
 /// Reads `ap` as binary32, `[partitions, free]` row-major, into `out` (an element whose bytes
 /// lie outside the partition reads as 0). `out`'s previous contents are overwritten, not
 /// cleared first.
-fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
+pub(super) fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
     let f = ap.free_elems() as usize;
     let parts = usize::from(ap.partitions);
     out.truncate(parts * f);
@@ -272,7 +273,7 @@ fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
     }
 }
 
-fn gather_i32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<i32>) {
+pub(super) fn gather_i32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<i32>) {
     let f = ap.free_elems() as usize;
     let parts = usize::from(ap.partitions);
     out.clear();
@@ -287,7 +288,7 @@ fn gather_i32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<i32>) {
     }
 }
 
-fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
+pub(super) fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
     let f = ap.free_elems() as usize;
     let es = ap.dtype.size();
     let dt = ap.dtype;
@@ -320,7 +321,7 @@ fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
     }
 }
 
-fn scatter_i32(m: &mut OnChip, ap: &AccessPattern, vals: &[i32]) {
+pub(super) fn scatter_i32(m: &mut OnChip, ap: &AccessPattern, vals: &[i32]) {
     let f = ap.free_elems() as usize;
     let es = ap.dtype.size();
     let dt = ap.dtype;

@@ -242,7 +242,7 @@ impl Executor<'_, '_> {
             self.check_and_record(region, *w, engine.index(), &clock, actor);
             self.seqs[i].clock = clock;
         }
-        let cycles = op_cycles(&ins, dependent);
+        let cycles = op_cycles(&ins, engine, dependent);
         let s = &mut self.seqs[i];
         let (num, den) = clock_ratio(engine);
         let is_ls = matches!(ins, Instr::LoadStationary { .. });

@@ -19,18 +19,26 @@
 //!   scheduling (the next event, time accounting, timeout);
 //! * `issue.rs` — issuing instructions: semaphores, DMA triggers, notifications, unit and port
 //!   availability;
-//! * `effects.rs` — the functional effects of data-path instructions on SBUF and PSUM;
+//! * `effects.rs` — the functional effects of data-path instructions on SBUF and PSUM, and
+//!   the gather/scatter of access patterns; those of the format-1.1 instructions in
+//!   `elementwise.rs` (chains, scans, reciprocal, activate), `reduce.rs` (reductions,
+//!   statistics, top-8) and `select.rs` (selects, transposes);
 //! * `dma.rs` — DMA engines: queue arbitration, descriptor phases, shared HBM rates, copies;
+//!   `dma_block.rs` — the copy of a block descriptor;
 //! * `hazards.rs` — hazard checks and access records (the glue to the `shadow` index);
 //! * `cost.rs` — the timing model: published constants and instruction costs;
 //! * `report.rs` — the public options and report types (independent of the executor).
 
 pub(super) mod cost;
 mod dma;
+mod dma_block;
 mod effects;
+mod elementwise;
 mod hazards;
 mod issue;
+mod reduce;
 pub(super) mod report;
+mod select;
 
 use std::collections::VecDeque;
 use std::rc::Rc;

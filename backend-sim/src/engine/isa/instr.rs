@@ -1,14 +1,13 @@
-//! The five engines ([`EngineId`]), the instructions ([`Instr`]) with their ALU operations,
-//! activation functions and semaphore comparisons, which engine runs each instruction, and the
-//! operand rules every instruction must satisfy.
+//! The five engines ([`EngineId`]), the semaphore comparisons ([`SemCmp`]), the instructions
+//! ([`Instr`]), which engines may run each, and the memory accesses each makes. The operand
+//! rules are in `validate.rs`, the engine rules of each format version in `rules.rs`.
 
 use core::fmt;
 
-use nrt_core::{Error, err};
-
-use super::pattern::{AccessPattern, Space};
-use crate::engine::dtype::DType;
-use crate::engine::memory::PSUM_BANK_BYTES;
+use super::actfunc::ActFunc;
+use super::alu::AluOp;
+use super::ops::{ActFn, ActReduce, Bias, Operand, ScalarStep};
+use super::pattern::{AccessPattern, MAX_DIMS};
 
 /// One of the five instruction sequencers of a NeuronCore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,109 +64,6 @@ pub enum SemCmp {
     Ge,
     /// Proceed when the semaphore == value.
     Eq,
-}
-
-/// A binary ALU operation of `TensorTensor` / `TensorScalar`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AluOp {
-    /// a + b
-    Add,
-    /// a − b
-    Sub,
-    /// a × b
-    Mul,
-    /// max(a, b) (IEEE maxNum: a NaN operand yields the other)
-    Max,
-}
-
-impl AluOp {
-    /// Program-format code.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-    /// From the program-format code.
-    pub const fn from_code(c: u8) -> Option<Self> {
-        match c {
-            0 => Some(AluOp::Add),
-            1 => Some(AluOp::Sub),
-            2 => Some(AluOp::Mul),
-            3 => Some(AluOp::Max),
-            _ => None,
-        }
-    }
-    /// Applies the operation to binary32 values.
-    #[inline]
-    pub fn apply_f32(self, a: f32, b: f32) -> f32 {
-        match self {
-            AluOp::Add => a + b,
-            AluOp::Sub => a - b,
-            AluOp::Mul => a * b,
-            AluOp::Max => a.max(b),
-        }
-    }
-    /// Applies the operation to int32 values (wrapping).
-    #[inline]
-    pub fn apply_i32(self, a: i32, b: i32) -> i32 {
-        match self {
-            AluOp::Add => a.wrapping_add(b),
-            AluOp::Sub => a.wrapping_sub(b),
-            AluOp::Mul => a.wrapping_mul(b),
-            AluOp::Max => a.max(b),
-        }
-    }
-}
-
-/// The function of an `Activation`: `out = func(in * scale + bias)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ActFunc {
-    /// x
-    Identity,
-    /// max(x, 0)
-    Relu,
-    /// eˣ
-    Exp,
-    /// tanh x
-    Tanh,
-    /// GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-    Gelu,
-}
-
-impl ActFunc {
-    /// Program-format code.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-    /// From the program-format code.
-    pub const fn from_code(c: u8) -> Option<Self> {
-        match c {
-            0 => Some(ActFunc::Identity),
-            1 => Some(ActFunc::Relu),
-            2 => Some(ActFunc::Exp),
-            3 => Some(ActFunc::Tanh),
-            4 => Some(ActFunc::Gelu),
-            _ => None,
-        }
-    }
-    /// Name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            ActFunc::Identity => "identity",
-            ActFunc::Relu => "relu",
-            ActFunc::Exp => "exp",
-            ActFunc::Tanh => "tanh",
-            ActFunc::Gelu => "gelu",
-        }
-    }
-}
-
-/// The bias of an `Activation`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Bias {
-    /// One value for every element.
-    Imm(f32),
-    /// One value per partition: a `[partitions, 1]` access with the same partitions as the
-    /// input.
-    PerPartition(AccessPattern),
 }
 
 /// One instruction of an engine stream.
@@ -297,6 +193,182 @@ pub enum Instr {
         /// Step per free element.
         free_step: i32,
     },
+    // ---- format 1.1 -----------------------------------------------------------------------
+    /// VectorE/ScalarE (1.1): `out = (src op0 operand0) op1 operand1` (NKI `tensor_scalar`),
+    /// each step optionally reversed; `second` is optional. `TensorScalar` is the special case
+    /// of one unreversed step with an immediate.
+    TensorScalarChain {
+        /// Input.
+        src: AccessPattern,
+        /// Output.
+        out: AccessPattern,
+        /// First step.
+        first: ScalarStep,
+        /// Optional second step.
+        second: Option<ScalarStep>,
+    },
+    /// VectorE (1.1): `out = (data op0 operand0) op1 data2` (NKI `scalar_tensor_tensor`);
+    /// `reverse1` makes `data2` the left operand of `op1`.
+    ScalarTensorTensor {
+        /// Input.
+        data: AccessPattern,
+        /// The tensor–scalar step.
+        first: ScalarStep,
+        /// The tensor–tensor operation.
+        op1: AluOp,
+        /// Its elementwise operand, shaped like `data`.
+        data2: AccessPattern,
+        /// `data2 op1 x` instead of `x op1 data2`.
+        reverse1: bool,
+        /// Output.
+        out: AccessPattern,
+    },
+    /// VectorE (1.1): folds the innermost `axes` free dimensions of `src` with `op`, left to
+    /// right from the first element (NKI `tensor_reduce`); `out` is `[partitions, product of
+    /// the kept dimensions]`; `negate` multiplies the result by −1.
+    TensorReduce {
+        /// Reduction operation (a legal NKI reduction operator).
+        op: AluOp,
+        /// Input.
+        src: AccessPattern,
+        /// Output.
+        out: AccessPattern,
+        /// Number of innermost free dimensions of `src` reduced (1..=its dimensions).
+        axes: u8,
+        /// Negate the result (arithmetic operations only).
+        negate: bool,
+    },
+    /// ScalarE (1.1): `out = func(src * scale + bias)` with an immediate or per-partition
+    /// `scale`, and optionally the per-partition fold of the results (NKI `activation`,
+    /// `activation_reduce`).
+    Activate {
+        /// Function.
+        func: ActFn,
+        /// Input.
+        src: AccessPattern,
+        /// Output.
+        out: AccessPattern,
+        /// Scale (an immediate or a `[P, 1]` fp32 operand).
+        scale: Operand,
+        /// Bias.
+        bias: Bias,
+        /// Optional free-axis reduction of the activated values.
+        reduce: Option<ActReduce>,
+    },
+    /// VectorE (1.1): `out = 1/src`, correctly rounded binary32 (NKI `reciprocal`).
+    Reciprocal {
+        /// Input.
+        src: AccessPattern,
+        /// Output.
+        out: AccessPattern,
+    },
+    /// TensorE or VectorE (1.1): `out[f, p] = src[p, f]`, the free pattern flattened (NKI
+    /// `nc_transpose`); bit-exact. TensorE: `src` SBUF up to `[128, 128]`, `out` PSUM in one
+    /// bank. VectorE: up to `[32, 32]`.
+    Transpose {
+        /// Input `[P, F]`.
+        src: AccessPattern,
+        /// Output `[F, P]`, same dtype.
+        out: AccessPattern,
+    },
+    /// GpSimdE (1.1): `out[p, i] = cmp(v, 0) ? on_true[p, i] : on_false` with the affine
+    /// value `v = offset + p·channel_multiplier + Σ_d i_d·steps[d]` over `out`'s free
+    /// indices (int32, wrapping) (NKI `affine_select`, e.g. a causal mask).
+    AffineSelect {
+        /// Values where the predicate holds.
+        on_true: AccessPattern,
+        /// Output.
+        out: AccessPattern,
+        /// Value elsewhere (binary32, converted to `out`'s dtype).
+        on_false: f32,
+        /// Comparison of the affine value against 0.
+        cmp: AluOp,
+        /// Constant term.
+        offset: i32,
+        /// Step per partition (counted from `out`'s first partition).
+        channel_multiplier: i32,
+        /// Step per index of each of `out`'s free dimensions, outermost first.
+        steps: [i32; MAX_DIMS],
+    },
+    /// VectorE (1.1): keeps `on_true[p, i]` where `cmp0(i + range_start, bound0[p])` and
+    /// `cmp1(i + range_start, bound1[p])` (binary32 comparisons), `on_false` elsewhere; with
+    /// `reduce_max`, also the per-partition maximum of the result (NKI `range_select`).
+    RangeSelect {
+        /// Values where both comparisons hold.
+        on_true: AccessPattern,
+        /// Output.
+        out: AccessPattern,
+        /// First comparison.
+        cmp0: AluOp,
+        /// Its `[P, 1]` fp32 bound.
+        bound0: AccessPattern,
+        /// Second comparison.
+        cmp1: AluOp,
+        /// Its `[P, 1]` fp32 bound.
+        bound1: AccessPattern,
+        /// Index of the first free element.
+        range_start: i32,
+        /// Value elsewhere.
+        on_false: f32,
+        /// Optional `[P, 1]` maximum of each partition's result.
+        reduce_max: Option<AccessPattern>,
+    },
+    /// VectorE (1.1): per-partition statistics of up to 512 elements (NKI `bn_stats`): `out`
+    /// `[P, 6]` = count, mean and count·variance of the even-indexed elements, then of the
+    /// odd-indexed ones.
+    BnStats {
+        /// Input (free size ≤ 512).
+        src: AccessPattern,
+        /// Output `[P, 6]`.
+        out: AccessPattern,
+    },
+    /// VectorE (1.1): aggregates `(count, mean, count·variance)` triples (NKI `bn_aggr`) into
+    /// `out` `[P, 2]` = mean, variance.
+    BnAggr {
+        /// Input: `[P, 3k]`.
+        src: AccessPattern,
+        /// Output `[P, 2]`.
+        out: AccessPattern,
+    },
+    /// VectorE (1.1): the recurrence `out[i] = op1(op0(data0[i], out[i − 1]), data1[i])`
+    /// along the flattened free axis, `out[−1] = initial` (NKI `tensor_tensor_scan`);
+    /// `reverse0` / `reverse1` swap the operands of `op0` / `op1`.
+    TensorTensorScan {
+        /// First input.
+        data0: AccessPattern,
+        /// Second input.
+        data1: AccessPattern,
+        /// Output.
+        out: AccessPattern,
+        /// The state before the first element.
+        initial: Operand,
+        /// First operation.
+        op0: AluOp,
+        /// Second operation.
+        op1: AluOp,
+        /// `op0(out[i − 1], data0[i])`.
+        reverse0: bool,
+        /// `op1(data1[i], ·)`.
+        reverse1: bool,
+    },
+    /// VectorE (1.1): the 8 largest values of each partition, descending (NKI `max8`).
+    Max8 {
+        /// Input (8..=16384 elements per partition).
+        src: AccessPattern,
+        /// Output `[P, 8]`.
+        out: AccessPattern,
+    },
+    /// VectorE (1.1): for each of the 8 values of `vals[p]`, the index of its first
+    /// not-yet-claimed occurrence in `data[p]`, or −1 (all ones) when absent (NKI
+    /// `nc_find_index8`).
+    FindIndex8 {
+        /// Data searched (8..=16384 elements per partition).
+        data: AccessPattern,
+        /// `[P, 8]` values looked for.
+        vals: AccessPattern,
+        /// `[P, 8]` int32 indices.
+        out: AccessPattern,
+    },
 }
 
 impl Instr {
@@ -317,6 +389,19 @@ impl Instr {
             Instr::TensorCopy { .. } => "TensorCopy",
             Instr::Memset { .. } => "Memset",
             Instr::Iota { .. } => "Iota",
+            Instr::TensorScalarChain { .. } => "TensorScalarChain",
+            Instr::ScalarTensorTensor { .. } => "ScalarTensorTensor",
+            Instr::TensorReduce { .. } => "TensorReduce",
+            Instr::Activate { .. } => "Activate",
+            Instr::Reciprocal { .. } => "Reciprocal",
+            Instr::Transpose { .. } => "Transpose",
+            Instr::AffineSelect { .. } => "AffineSelect",
+            Instr::RangeSelect { .. } => "RangeSelect",
+            Instr::BnStats { .. } => "BnStats",
+            Instr::BnAggr { .. } => "BnAggr",
+            Instr::TensorTensorScan { .. } => "TensorTensorScan",
+            Instr::Max8 { .. } => "Max8",
+            Instr::FindIndex8 { .. } => "FindIndex8",
         }
     }
 
@@ -333,7 +418,9 @@ impl Instr {
         )
     }
 
-    /// Whether `engine` can execute this instruction.
+    /// Whether `engine` can execute this instruction in some program: the union of the
+    /// format-1.0 assignments and NKI's. Which one applies to a given program is decided by
+    /// its format (`Program::validate`; `docs/SIM_ISA.md`, "Engine assignment").
     pub const fn runs_on(&self, engine: EngineId) -> bool {
         match self {
             Instr::SemWait { .. }
@@ -345,120 +432,36 @@ impl Instr {
             Instr::LoadStationary { .. } | Instr::MultiplyMoving { .. } => {
                 matches!(engine, EngineId::Tensor)
             }
-            Instr::TensorTensor { .. }
-            | Instr::TensorScalar { .. }
+            Instr::TensorTensor { .. } | Instr::TensorCopy { .. } => matches!(
+                engine,
+                EngineId::Vector | EngineId::Scalar | EngineId::GpSimd
+            ),
+            Instr::TensorScalar { .. }
             | Instr::Activation { .. }
-            | Instr::TensorCopy { .. } => matches!(engine, EngineId::Vector | EngineId::Scalar),
-            Instr::Memset { .. } | Instr::Iota { .. } => matches!(engine, EngineId::GpSimd),
+            | Instr::TensorScalarChain { .. } => {
+                matches!(engine, EngineId::Vector | EngineId::Scalar)
+            }
+            Instr::Memset { .. } | Instr::Iota { .. } | Instr::AffineSelect { .. } => {
+                matches!(engine, EngineId::GpSimd)
+            }
+            Instr::Activate { .. } => matches!(engine, EngineId::Scalar),
+            Instr::Transpose { .. } => matches!(engine, EngineId::Tensor | EngineId::Vector),
+            Instr::ScalarTensorTensor { .. }
+            | Instr::TensorReduce { .. }
+            | Instr::Reciprocal { .. }
+            | Instr::RangeSelect { .. }
+            | Instr::BnStats { .. }
+            | Instr::BnAggr { .. }
+            | Instr::TensorTensorScan { .. }
+            | Instr::Max8 { .. }
+            | Instr::FindIndex8 { .. } => matches!(engine, EngineId::Vector),
         }
     }
 
-    /// Validates the operands of a data-path instruction (partition rules, bounds, shapes,
-    /// dtypes). Control instructions are checked against the program in
-    /// [`Program::validate`](crate::engine::Program::validate).
-    pub fn validate_operands(&self) -> Result<(), Error> {
-        match self {
-            Instr::LoadStationary { src } => {
-                src.validate("LoadStationary source")?;
-                require_space(src, Space::Sbuf, "LoadStationary source")?;
-                require_float(src, "LoadStationary source")?;
-                if src.free_elems() > 128 {
-                    return Err(err!(
-                        Invalid,
-                        "LoadStationary: stationary free size {} exceeds 128",
-                        src.free_elems()
-                    ));
-                }
-                Ok(())
-            }
-            Instr::MultiplyMoving { moving, dst, .. } => {
-                moving.validate("MultiplyMoving moving")?;
-                dst.validate("MultiplyMoving destination")?;
-                require_space(moving, Space::Sbuf, "MultiplyMoving moving")?;
-                require_float(moving, "MultiplyMoving moving")?;
-                require_space(dst, Space::Psum, "MultiplyMoving destination")?;
-                if dst.dtype != DType::F32 {
-                    return Err(err!(
-                        Invalid,
-                        "MultiplyMoving destination: PSUM accumulation is fp32, not {}",
-                        dst.dtype
-                    ));
-                }
-                if moving.free_elems() > 512 {
-                    return Err(err!(
-                        Invalid,
-                        "MultiplyMoving: moving free size {} exceeds 512",
-                        moving.free_elems()
-                    ));
-                }
-                if !dst.is_contiguous() || dst.free_elems() != moving.free_elems() {
-                    return Err(err!(
-                        Invalid,
-                        "MultiplyMoving destination: must be {} contiguous fp32 per partition",
-                        moving.free_elems()
-                    ));
-                }
-                let (lo, hi) = dst.byte_range();
-                if lo / PSUM_BANK_BYTES as i64 != (hi - 1) / PSUM_BANK_BYTES as i64 {
-                    return Err(err!(
-                        Invalid,
-                        "MultiplyMoving destination: bytes [{lo}, {hi}) cross a 2 KiB PSUM bank"
-                    ));
-                }
-                Ok(())
-            }
-            Instr::TensorTensor { a, b, out, .. } => {
-                a.validate("TensorTensor input a")?;
-                b.validate("TensorTensor input b")?;
-                out.validate("TensorTensor output")?;
-                same_shape(a, out, "TensorTensor input a")?;
-                same_shape(b, out, "TensorTensor input b")
-            }
-            Instr::TensorScalar { src, out, .. } => {
-                src.validate("TensorScalar input")?;
-                out.validate("TensorScalar output")?;
-                same_shape(src, out, "TensorScalar input")
-            }
-            Instr::Activation { src, out, bias, .. } => {
-                src.validate("Activation input")?;
-                out.validate("Activation output")?;
-                same_shape(src, out, "Activation input")?;
-                require_float(src, "Activation input")?;
-                require_float(out, "Activation output")?;
-                if let Bias::PerPartition(b) = bias {
-                    b.validate("Activation bias")?;
-                    if b.partitions != out.partitions || b.free_elems() != 1 {
-                        return Err(err!(
-                            Invalid,
-                            "Activation bias: must be [{}, 1], got [{}, {}]",
-                            out.partitions,
-                            b.partitions,
-                            b.free_elems()
-                        ));
-                    }
-                    require_float(b, "Activation bias")?;
-                }
-                Ok(())
-            }
-            Instr::TensorCopy { src, out } => {
-                src.validate("TensorCopy input")?;
-                out.validate("TensorCopy output")?;
-                same_shape(src, out, "TensorCopy input")
-            }
-            Instr::Memset { out, .. } => out.validate("Memset output"),
-            Instr::Iota { out, .. } => out.validate("Iota output"),
-            Instr::SemWait { .. }
-            | Instr::SemInc { .. }
-            | Instr::SemSet { .. }
-            | Instr::DmaTrigger { .. }
-            | Instr::Notify { .. }
-            | Instr::Halt => Ok(()),
-        }
-    }
-
-    /// The accesses of a data-path instruction: `(pattern, is_write)`.
-    pub(crate) fn accesses(&self) -> ([Option<(AccessPattern, bool)>; 3], usize) {
-        let mut out = [None; 3];
+    /// The accesses of a data-path instruction: `(pattern, is_write)`, reads first, then the
+    /// main output, then any second output.
+    pub(crate) fn accesses(&self) -> ([Option<(AccessPattern, bool)>; MAX_ACCESSES], usize) {
+        let mut out = [None; MAX_ACCESSES];
         let mut n = 0;
         let mut push = |ap: AccessPattern, w: bool| {
             if let Some(slot) = out.get_mut(n) {
@@ -489,62 +492,133 @@ impl Instr {
                 push(out, true);
             }
             Instr::Memset { out, .. } | Instr::Iota { out, .. } => push(out, true),
-            _ => {}
+            Instr::TensorScalarChain {
+                src,
+                out,
+                first,
+                second,
+            } => {
+                push(src, false);
+                if let Some(ap) = first.operand.pattern() {
+                    push(ap, false);
+                }
+                if let Some(ap) = second.and_then(|s| s.operand.pattern()) {
+                    push(ap, false);
+                }
+                push(out, true);
+            }
+            Instr::ScalarTensorTensor {
+                data,
+                first,
+                data2,
+                out,
+                ..
+            } => {
+                push(data, false);
+                if let Some(ap) = first.operand.pattern() {
+                    push(ap, false);
+                }
+                push(data2, false);
+                push(out, true);
+            }
+            Instr::TensorReduce { src, out, .. }
+            | Instr::Reciprocal { src, out }
+            | Instr::Transpose { src, out }
+            | Instr::BnStats { src, out }
+            | Instr::BnAggr { src, out }
+            | Instr::Max8 { src, out } => {
+                push(src, false);
+                push(out, true);
+            }
+            Instr::Activate {
+                src,
+                out,
+                scale,
+                bias,
+                reduce,
+                ..
+            } => {
+                push(src, false);
+                if let Some(ap) = scale.pattern() {
+                    push(ap, false);
+                }
+                if let Bias::PerPartition(b) = bias {
+                    push(b, false);
+                }
+                push(out, true);
+                if let Some(r) = reduce {
+                    push(r.out, true);
+                }
+            }
+            Instr::AffineSelect { on_true, out, .. } => {
+                push(on_true, false);
+                push(out, true);
+            }
+            Instr::RangeSelect {
+                on_true,
+                out,
+                bound0,
+                bound1,
+                reduce_max,
+                ..
+            } => {
+                push(on_true, false);
+                push(bound0, false);
+                push(bound1, false);
+                push(out, true);
+                if let Some(r) = reduce_max {
+                    push(r, true);
+                }
+            }
+            Instr::TensorTensorScan {
+                data0,
+                data1,
+                out,
+                initial,
+                ..
+            } => {
+                push(data0, false);
+                push(data1, false);
+                if let Some(ap) = initial.pattern() {
+                    push(ap, false);
+                }
+                push(out, true);
+            }
+            Instr::FindIndex8 { data, vals, out } => {
+                push(data, false);
+                push(vals, false);
+                push(out, true);
+            }
+            Instr::SemWait { .. }
+            | Instr::SemInc { .. }
+            | Instr::SemSet { .. }
+            | Instr::DmaTrigger { .. }
+            | Instr::Notify { .. }
+            | Instr::Halt => {}
         }
         (out, n)
     }
-}
 
-fn require_space(ap: &AccessPattern, space: Space, what: &str) -> Result<(), Error> {
-    if ap.space != space {
-        return Err(err!(
-            Invalid,
-            "{what}: must be in {}, not {}",
-            space.name(),
-            ap.space.name()
-        ));
-    }
-    Ok(())
-}
-
-fn require_float(ap: &AccessPattern, what: &str) -> Result<(), Error> {
-    if !ap.dtype.is_float() {
-        return Err(err!(Invalid, "{what}: {} is not a float type", ap.dtype));
-    }
-    Ok(())
-}
-
-fn same_shape(a: &AccessPattern, out: &AccessPattern, what: &str) -> Result<(), Error> {
-    if a.partitions != out.partitions || a.free_elems() != out.free_elems() {
-        return Err(err!(
-            Invalid,
-            "{what}: shape [{}, {}] does not match the output's [{}, {}]",
-            a.partitions,
-            a.free_elems(),
-            out.partitions,
-            out.free_elems()
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-    use super::*;
-
-    #[test]
-    fn mm_destination_stays_in_one_bank() {
-        let mm = Instr::MultiplyMoving {
-            moving: AccessPattern::sbuf(DType::Bf16, 0, 128, 0, 512),
-            dst: AccessPattern::psum(DType::F32, 0, 128, 1024, 512),
-            accumulate: false,
-        };
-        assert!(
-            mm.validate_operands()
-                .unwrap_err()
-                .message()
-                .contains("bank")
-        );
+    /// Whether this is a format-1.1 instruction (a variant format 1.0 does not have).
+    pub const fn is_format_1_1(&self) -> bool {
+        matches!(
+            self,
+            Instr::TensorScalarChain { .. }
+                | Instr::ScalarTensorTensor { .. }
+                | Instr::TensorReduce { .. }
+                | Instr::Activate { .. }
+                | Instr::Reciprocal { .. }
+                | Instr::Transpose { .. }
+                | Instr::AffineSelect { .. }
+                | Instr::RangeSelect { .. }
+                | Instr::BnStats { .. }
+                | Instr::BnAggr { .. }
+                | Instr::TensorTensorScan { .. }
+                | Instr::Max8 { .. }
+                | Instr::FindIndex8 { .. }
+        )
     }
 }
+
+/// Most memory accesses of one instruction.
+pub(crate) const MAX_ACCESSES: usize = 6;

@@ -1,20 +1,22 @@
 //! The reader of the binary program format: every count is checked against the bytes that
 //! remain before anything is reserved, every field against its limit; never panics.
+//! Instructions, access patterns and the byte reader are in `decode_instr.rs`.
+//!
+//! Versions: a program is checked under the rules of its header's minor or of what it uses,
+//! whichever is newer; one that uses format-1.1 features under a 1.0 header is refused.
 
 use std::collections::BTreeSet;
 
 use nrt_core::{Error, err};
 
+use super::decode_instr::{Reader, read_instr};
 use super::{
-    FORMAT_MAJOR, MAGIC, MAX_DESCRIPTORS, MAX_NAME_BYTES, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSORS,
+    FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSORS,
     Program, SEC_DESCRIPTORS, SEC_NAME, SEC_OPTIONAL, SEC_SEM_INIT, SEC_STREAM_BASE, SEC_TENSORS,
-    TensorDecl, TensorKind, op,
+    TensorDecl, TensorKind,
 };
 use crate::engine::dtype::DType;
-use crate::engine::isa::{
-    AccessPattern, ActFunc, AluOp, Bias, Dim, DmaDescriptor, DmaEndpoint, Instr, MAX_DIMS, SemCmp,
-    Space,
-};
+use crate::engine::isa::{DmaBlock, DmaDescriptor, DmaEndpoint, EngineId, MemKind, required_minor};
 
 impl Program {
     /// Parses and validates a serialized program. Any defect is `NRT_INVALID` (an unknown
@@ -105,84 +107,32 @@ impl Program {
         if r.remaining() != 0 {
             return Err(err!(Invalid, "{} trailing bytes", r.remaining()));
         }
-        p.validate()?;
+        let uses = p.format_minor();
+        p.validate_as(uses.max(minor.min(FORMAT_MINOR)))?;
+        if uses > minor {
+            return Err(err!(
+                Invalid,
+                "{} needs format {FORMAT_MAJOR}.{uses}; the program's header says \
+                 {FORMAT_MAJOR}.{minor}",
+                first_1_1_feature(&p)
+            ));
+        }
         Ok(p)
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
-    }
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| err!(Invalid, "truncated at byte {}", self.pos))?;
-        let s = self.buf.get(self.pos..end).unwrap_or(&[]);
-        self.pos = end;
-        Ok(s)
-    }
-    fn arr<const N: usize>(&mut self) -> Result<[u8; N], Error> {
-        let s = self.take(N)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Ok(a)
-    }
-    fn u8(&mut self) -> Result<u8, Error> {
-        Ok(self.arr::<1>()?[0])
-    }
-    fn u16(&mut self) -> Result<u16, Error> {
-        Ok(u16::from_le_bytes(self.arr()?))
-    }
-    fn i16(&mut self) -> Result<i16, Error> {
-        Ok(i16::from_le_bytes(self.arr()?))
-    }
-    fn u32(&mut self) -> Result<u32, Error> {
-        Ok(u32::from_le_bytes(self.arr()?))
-    }
-    fn i32(&mut self) -> Result<i32, Error> {
-        Ok(i32::from_le_bytes(self.arr()?))
-    }
-    fn f32(&mut self) -> Result<f32, Error> {
-        Ok(f32::from_bits(self.u32()?))
-    }
-    fn u64(&mut self) -> Result<u64, Error> {
-        Ok(u64::from_le_bytes(self.arr()?))
-    }
-    /// A u32 element count, at most `max`, with at least `min_item` bytes left per element.
-    fn count(&mut self, max: usize, min_item: usize) -> Result<usize, Error> {
-        let n = self.u32()? as usize;
-        if n > max || n.saturating_mul(min_item) > self.remaining() {
-            return Err(err!(
-                Invalid,
-                "count {n} exceeds the limit {max} or the {} bytes left",
-                self.remaining()
-            ));
+/// Names the first item of `p` that format 1.0 does not have.
+fn first_1_1_feature(p: &Program) -> String {
+    for engine in EngineId::ALL {
+        for (pc, ins) in p.stream(engine).iter().enumerate() {
+            if required_minor(ins, engine) > 0 {
+                return format!("{engine} pc {pc} ({} on {engine})", ins.name());
+            }
         }
-        Ok(n)
     }
-    fn string(&mut self) -> Result<String, Error> {
-        let n = usize::from(self.u16()?);
-        if n > MAX_NAME_BYTES {
-            return Err(err!(
-                Invalid,
-                "name of {n} bytes (at most {MAX_NAME_BYTES})"
-            ));
-        }
-        let b = self.take(n)?;
-        core::str::from_utf8(b)
-            .map(str::to_owned)
-            .map_err(|_| err!(Invalid, "name is not UTF-8"))
+    match p.descriptors.iter().position(DmaDescriptor::is_block) {
+        Some(i) => format!("DMA descriptor {i} (block endpoints)"),
+        None => "the program".to_owned(),
     }
 }
 
@@ -234,133 +184,26 @@ fn read_endpoint(s: &mut Reader<'_>) -> Result<DmaEndpoint, Error> {
             partition: s.u8()?,
             offset: s.u32()?,
         }),
-        k => Err(err!(Invalid, "unknown DMA endpoint kind {k}")),
-    }
-}
-
-fn read_ap(s: &mut Reader<'_>) -> Result<AccessPattern, Error> {
-    let space = match s.u8()? {
-        0 => Space::Sbuf,
-        1 => Space::Psum,
-        k => return Err(err!(Invalid, "unknown memory space {k}")),
-    };
-    let dtype = DType::from_code(s.u8()?).ok_or_else(|| err!(Invalid, "unknown dtype"))?;
-    let start_partition = s.u8()?;
-    let partitions = s.u8()?;
-    let offset = s.u32()?;
-    let ndims = s.u8()?;
-    if ndims == 0 || usize::from(ndims) > MAX_DIMS {
-        return Err(err!(Invalid, "{ndims} free dimensions (1..=4)"));
-    }
-    let mut dims = [Dim::default(); MAX_DIMS];
-    for d in dims.iter_mut().take(usize::from(ndims)) {
-        d.size = s.u16()?;
-        d.stride = s.i16()?;
-    }
-    Ok(AccessPattern {
-        space,
-        dtype,
-        start_partition,
-        partitions,
-        offset,
-        ndims,
-        dims,
-    })
-}
-
-fn read_instr(s: &mut Reader<'_>) -> Result<Instr, Error> {
-    let code = s.u8()?;
-    Ok(match code {
-        op::SEM_WAIT => {
-            let sem = s.u8()?;
-            let cmp = match s.u8()? {
-                0 => SemCmp::Ge,
-                1 => SemCmp::Eq,
-                c => return Err(err!(Invalid, "unknown SemWait comparison {c}")),
-            };
-            Instr::SemWait {
-                sem,
-                cmp,
-                value: s.u32()?,
-            }
-        }
-        op::SEM_INC => Instr::SemInc {
-            sem: s.u8()?,
-            value: s.u32()?,
-        },
-        op::SEM_SET => Instr::SemSet {
-            sem: s.u8()?,
-            value: s.u32()?,
-        },
-        op::DMA_TRIGGER => Instr::DmaTrigger {
-            dma: s.u8()?,
-            queue: s.u8()?,
-            first: s.u32()?,
-            count: s.u32()?,
-            sem: s.u8()?,
-            inc: s.u32()?,
-        },
-        op::NOTIFY => Instr::Notify { payload: s.u32()? },
-        op::HALT => Instr::Halt,
-        op::LOAD_STATIONARY => Instr::LoadStationary { src: read_ap(s)? },
-        op::MULTIPLY_MOVING => Instr::MultiplyMoving {
-            moving: read_ap(s)?,
-            dst: read_ap(s)?,
-            accumulate: match s.u8()? {
+        3 => Ok(DmaEndpoint::Block(DmaBlock {
+            mem: match s.u8()? {
+                0 => MemKind::Hbm,
+                1 => MemKind::Sbuf,
+                2 => MemKind::Psum,
+                m => return Err(err!(Invalid, "unknown DMA block memory {m}")),
+            },
+            index: s.u32()?,
+            offset: s.u64()?,
+            dtype: DType::from_code(s.u8()?)
+                .ok_or_else(|| err!(Invalid, "unknown DMA block dtype"))?,
+            rows: s.u32()?,
+            cols: s.u32()?,
+            pitch: s.u32()?,
+            transposed: match s.u8()? {
                 0 => false,
                 1 => true,
-                v => return Err(err!(Invalid, "accumulate flag {v}")),
+                v => return Err(err!(Invalid, "DMA block transposed flag {v}")),
             },
-        },
-        op::TENSOR_TENSOR => Instr::TensorTensor {
-            op: alu(s.u8()?)?,
-            a: read_ap(s)?,
-            b: read_ap(s)?,
-            out: read_ap(s)?,
-        },
-        op::TENSOR_SCALAR => Instr::TensorScalar {
-            op: alu(s.u8()?)?,
-            src: read_ap(s)?,
-            scalar: s.f32()?,
-            out: read_ap(s)?,
-        },
-        op::ACTIVATION => {
-            let func = ActFunc::from_code(s.u8()?)
-                .ok_or_else(|| err!(Invalid, "unknown activation function"))?;
-            let src = read_ap(s)?;
-            let out = read_ap(s)?;
-            let scale = s.f32()?;
-            let bias = match s.u8()? {
-                0 => Bias::Imm(s.f32()?),
-                1 => Bias::PerPartition(read_ap(s)?),
-                k => return Err(err!(Invalid, "unknown bias kind {k}")),
-            };
-            Instr::Activation {
-                func,
-                src,
-                out,
-                scale,
-                bias,
-            }
-        }
-        op::TENSOR_COPY => Instr::TensorCopy {
-            src: read_ap(s)?,
-            out: read_ap(s)?,
-        },
-        op::MEMSET => Instr::Memset {
-            out: read_ap(s)?,
-            bits: s.u32()?,
-        },
-        op::IOTA => Instr::Iota {
-            out: read_ap(s)?,
-            base: s.i32()?,
-            partition_step: s.i32()?,
-            free_step: s.i32()?,
-        },
-        c => return Err(err!(Invalid, "unknown opcode {c:#04x}")),
-    })
-}
-
-fn alu(c: u8) -> Result<AluOp, Error> {
-    AluOp::from_code(c).ok_or_else(|| err!(Invalid, "unknown ALU operation {c}"))
+        })),
+        k => Err(err!(Invalid, "unknown DMA endpoint kind {k}")),
+    }
 }

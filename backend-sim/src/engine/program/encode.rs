@@ -1,19 +1,22 @@
 //! The writer of the binary program format: sections, tensors, descriptors, initial
-//! semaphores and one stream per engine.
+//! semaphores and one stream per engine (instructions in `encode_instr.rs`). The header
+//! carries the lowest minor that expresses the program ([`Program::format_minor`]), so a
+//! format-1.0 program is written exactly as before 1.1 existed.
 
+use super::encode_instr::{put_instr, put_u16, put_u32, put_u64};
 use super::{
-    FORMAT_MAJOR, FORMAT_MINOR, MAGIC, Program, SEC_DESCRIPTORS, SEC_NAME, SEC_SEM_INIT,
-    SEC_STREAM_BASE, SEC_TENSORS, op,
+    FORMAT_MAJOR, MAGIC, Program, SEC_DESCRIPTORS, SEC_NAME, SEC_SEM_INIT, SEC_STREAM_BASE,
+    SEC_TENSORS,
 };
-use crate::engine::isa::{AccessPattern, Bias, DmaEndpoint, EngineId, Instr, SemCmp, Space};
+use crate::engine::isa::{DmaEndpoint, EngineId, MemKind};
 
 impl Program {
-    /// Serializes the program (format version [`FORMAT_MAJOR`].[`FORMAT_MINOR`]).
+    /// Serializes the program (format version [`FORMAT_MAJOR`].[`Program::format_minor`]).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut w = Vec::new();
         w.extend_from_slice(&MAGIC);
         put_u16(&mut w, FORMAT_MAJOR);
-        put_u16(&mut w, FORMAT_MINOR);
+        put_u16(&mut w, self.format_minor());
         put_u32(&mut w, 0); // flags
         put_u32(&mut w, 4 + 5); // sections
         section(&mut w, SEC_NAME, |s| put_str(s, &self.name));
@@ -59,15 +62,6 @@ impl Program {
     }
 }
 
-fn put_u16(w: &mut Vec<u8>, v: u16) {
-    w.extend_from_slice(&v.to_le_bytes());
-}
-fn put_u32(w: &mut Vec<u8>, v: u32) {
-    w.extend_from_slice(&v.to_le_bytes());
-}
-fn put_u64(w: &mut Vec<u8>, v: u64) {
-    w.extend_from_slice(&v.to_le_bytes());
-}
 fn put_str(w: &mut Vec<u8>, s: &str) {
     put_u16(w, s.len().min(usize::from(u16::MAX)) as u16);
     w.extend_from_slice(
@@ -100,143 +94,20 @@ fn put_endpoint(w: &mut Vec<u8>, e: &DmaEndpoint) {
             w.push(partition);
             put_u32(w, offset);
         }
-    }
-}
-fn put_ap(w: &mut Vec<u8>, ap: &AccessPattern) {
-    w.push(match ap.space {
-        Space::Sbuf => 0,
-        Space::Psum => 1,
-    });
-    w.push(ap.dtype.code());
-    w.push(ap.start_partition);
-    w.push(ap.partitions);
-    put_u32(w, ap.offset);
-    w.push(ap.ndims);
-    for d in ap.used_dims() {
-        put_u16(w, d.size);
-        w.extend_from_slice(&d.stride.to_le_bytes());
-    }
-}
-
-fn put_instr(w: &mut Vec<u8>, ins: &Instr) {
-    match *ins {
-        Instr::SemWait { sem, cmp, value } => {
-            w.push(op::SEM_WAIT);
-            w.push(sem);
-            w.push(match cmp {
-                SemCmp::Ge => 0,
-                SemCmp::Eq => 1,
+        DmaEndpoint::Block(b) => {
+            w.push(3);
+            w.push(match b.mem {
+                MemKind::Hbm => 0,
+                MemKind::Sbuf => 1,
+                MemKind::Psum => 2,
             });
-            put_u32(w, value);
-        }
-        Instr::SemInc { sem, value } => {
-            w.push(op::SEM_INC);
-            w.push(sem);
-            put_u32(w, value);
-        }
-        Instr::SemSet { sem, value } => {
-            w.push(op::SEM_SET);
-            w.push(sem);
-            put_u32(w, value);
-        }
-        Instr::DmaTrigger {
-            dma,
-            queue,
-            first,
-            count,
-            sem,
-            inc,
-        } => {
-            w.push(op::DMA_TRIGGER);
-            w.push(dma);
-            w.push(queue);
-            put_u32(w, first);
-            put_u32(w, count);
-            w.push(sem);
-            put_u32(w, inc);
-        }
-        Instr::Notify { payload } => {
-            w.push(op::NOTIFY);
-            put_u32(w, payload);
-        }
-        Instr::Halt => w.push(op::HALT),
-        Instr::LoadStationary { src } => {
-            w.push(op::LOAD_STATIONARY);
-            put_ap(w, &src);
-        }
-        Instr::MultiplyMoving {
-            moving,
-            dst,
-            accumulate,
-        } => {
-            w.push(op::MULTIPLY_MOVING);
-            put_ap(w, &moving);
-            put_ap(w, &dst);
-            w.push(u8::from(accumulate));
-        }
-        Instr::TensorTensor { op: o, a, b, out } => {
-            w.push(op::TENSOR_TENSOR);
-            w.push(o.code());
-            put_ap(w, &a);
-            put_ap(w, &b);
-            put_ap(w, &out);
-        }
-        Instr::TensorScalar {
-            op: o,
-            src,
-            scalar,
-            out,
-        } => {
-            w.push(op::TENSOR_SCALAR);
-            w.push(o.code());
-            put_ap(w, &src);
-            put_u32(w, scalar.to_bits());
-            put_ap(w, &out);
-        }
-        Instr::Activation {
-            func,
-            src,
-            out,
-            scale,
-            bias,
-        } => {
-            w.push(op::ACTIVATION);
-            w.push(func.code());
-            put_ap(w, &src);
-            put_ap(w, &out);
-            put_u32(w, scale.to_bits());
-            match bias {
-                Bias::Imm(v) => {
-                    w.push(0);
-                    put_u32(w, v.to_bits());
-                }
-                Bias::PerPartition(ap) => {
-                    w.push(1);
-                    put_ap(w, &ap);
-                }
-            }
-        }
-        Instr::TensorCopy { src, out } => {
-            w.push(op::TENSOR_COPY);
-            put_ap(w, &src);
-            put_ap(w, &out);
-        }
-        Instr::Memset { out, bits } => {
-            w.push(op::MEMSET);
-            put_ap(w, &out);
-            put_u32(w, bits);
-        }
-        Instr::Iota {
-            out,
-            base,
-            partition_step,
-            free_step,
-        } => {
-            w.push(op::IOTA);
-            put_ap(w, &out);
-            w.extend_from_slice(&base.to_le_bytes());
-            w.extend_from_slice(&partition_step.to_le_bytes());
-            w.extend_from_slice(&free_step.to_le_bytes());
+            put_u32(w, b.index);
+            put_u64(w, b.offset);
+            w.push(b.dtype.code());
+            put_u32(w, b.rows);
+            put_u32(w, b.cols);
+            put_u32(w, b.pitch);
+            w.push(u8::from(b.transposed));
         }
     }
 }

@@ -5,29 +5,38 @@
 //! the bytes that remain before anything is reserved, and every limit below is enforced.
 //!
 //! * `mod.rs` — the program types, the format's constants and [`Program::validate`];
-//! * `encode.rs` — the writer ([`Program::to_bytes`]);
-//! * `decode.rs` — the reader ([`Program::from_bytes`]).
+//! * `descriptors.rs` — the rules of DMA descriptors;
+//! * `encode.rs`, `encode_instr.rs` — the writer ([`Program::to_bytes`]);
+//! * `decode.rs`, `decode_instr.rs` — the reader ([`Program::from_bytes`]).
+//!
+//! Versions: format 1.1 adds instructions, ALU operations, engine assignments and block DMA
+//! descriptors to 1.0. [`Program::format_minor`] is the lowest minor that can express a
+//! program; the writer writes it, and a 1.0 program is checked under the 1.0 rules (exactly
+//! as before 1.1 existed), any other under the 1.1 rules (NKI's engine assignment).
 
 mod decode;
+mod decode_instr;
+mod descriptors;
 mod encode;
+mod encode_instr;
 
 use std::collections::BTreeSet;
 
 use nrt_core::{Error, err};
 
 use super::dtype::DType;
-use super::isa::{DmaDescriptor, DmaEndpoint, EngineId, Instr};
-use super::memory::{
-    DMA_ENGINES, DMA_QUEUES, PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES,
-    SBUF_PARTITIONS,
-};
+use super::isa::{DmaDescriptor, EngineId, Instr, check_engine, required_minor};
+use super::memory::{DMA_ENGINES, DMA_QUEUES};
+use descriptors::validate_descriptor;
 
 /// The 8-byte magic that opens a serialized program.
 pub const MAGIC: [u8; 8] = *b"NRTSIMPG";
 /// Major version of the format this build writes and reads.
 pub const FORMAT_MAJOR: u16 = 1;
-/// Minor version of the format this build writes (readers accept any minor of their major).
-pub const FORMAT_MINOR: u16 = 0;
+/// Newest minor version of the format this build reads and writes (readers accept any minor
+/// of their major; the writer writes the lowest minor that expresses the program,
+/// [`Program::format_minor`]).
+pub const FORMAT_MINOR: u16 = 1;
 /// Most tensors in a program.
 pub const MAX_TENSORS: usize = 4096;
 /// Longest tensor or program name, bytes.
@@ -152,10 +161,29 @@ impl Program {
         self.streams.iter().map(Vec::len).sum()
     }
 
+    /// The lowest format minor that can express this program: 0 when it uses only what
+    /// format 1.0 has (its instructions, ALU operation codes, engine assignments and byte
+    /// descriptors), 1 otherwise.
+    pub fn format_minor(&self) -> u16 {
+        let streams = EngineId::ALL.iter().any(|&engine| {
+            self.stream(engine)
+                .iter()
+                .any(|ins| required_minor(ins, engine) > 0)
+        });
+        u16::from(streams || self.descriptors.iter().any(DmaDescriptor::is_block))
+    }
+
     /// Checks every rule of the format: names, sizes, engines, operands (partition rules and
-    /// bounds), DMA descriptors and triggers, and the TensorE stationary/moving pairing.
-    /// Failures are `NRT_INVALID` with a message naming the offending item.
+    /// bounds), DMA descriptors and triggers, and the TensorE stationary/moving pairing, under
+    /// the rules of [`Program::format_minor`]. Failures are `NRT_INVALID` with a message
+    /// naming the offending item.
     pub fn validate(&self) -> Result<(), Error> {
+        self.validate_as(self.format_minor())
+    }
+
+    /// [`Program::validate`] under the rules of format minor `minor` (1.0's engine
+    /// assignments for 0, NKI's for 1 and above).
+    pub(crate) fn validate_as(&self, minor: u16) -> Result<(), Error> {
         if self.name.len() > MAX_NAME_BYTES {
             return Err(err!(
                 Invalid,
@@ -236,6 +264,7 @@ impl Program {
                 }
             }
             let mut stationary: Option<(u8, u64, DType)> = None;
+            let mut transposed = false;
             for (pc, ins) in stream.iter().enumerate() {
                 let ctx = |e: Error| {
                     err!(
@@ -245,13 +274,8 @@ impl Program {
                         e.message()
                     )
                 };
-                if !ins.runs_on(engine) {
-                    return Err(err!(
-                        Invalid,
-                        "{engine} pc {pc}: {} cannot run on {engine}",
-                        ins.name()
-                    ));
-                }
+                check_engine(ins, engine, minor)
+                    .map_err(|e| err!(Invalid, "{engine} pc {pc}: {}", e.message()))?;
                 if matches!(ins, Instr::Halt) && pc + 1 != stream.len() {
                     return Err(err!(
                         Invalid,
@@ -288,12 +312,25 @@ impl Program {
                     Instr::LoadStationary { src } => {
                         stationary = Some((src.partitions, src.free_elems(), src.dtype));
                     }
+                    Instr::Transpose { .. } if engine == EngineId::Tensor => {
+                        // The transpose loads its input as the stationary.
+                        stationary = None;
+                        transposed = true;
+                    }
                     Instr::MultiplyMoving { moving, dst, .. } => {
                         let Some((k, m, dt)) = stationary else {
-                            return Err(err!(
-                                Invalid,
-                                "{engine} pc {pc}: MultiplyMoving before any LoadStationary"
-                            ));
+                            return Err(if transposed {
+                                err!(
+                                    Invalid,
+                                    "{engine} pc {pc}: MultiplyMoving after a Transpose needs a \
+                                     LoadStationary (the transpose replaced the stationary)"
+                                )
+                            } else {
+                                err!(
+                                    Invalid,
+                                    "{engine} pc {pc}: MultiplyMoving before any LoadStationary"
+                                )
+                            });
                         };
                         if moving.partitions != k || moving.dtype != dt {
                             return Err(err!(
@@ -321,70 +358,6 @@ impl Program {
     }
 }
 
-fn validate_descriptor(d: &DmaDescriptor, sizes: &[u64]) -> Result<(), Error> {
-    if d.len == 0 {
-        return Err(err!(Invalid, "zero length"));
-    }
-    let ok_dir = matches!(
-        (d.src, d.dst),
-        (DmaEndpoint::Hbm { .. }, DmaEndpoint::Sbuf { .. })
-            | (DmaEndpoint::Sbuf { .. }, DmaEndpoint::Hbm { .. })
-            | (DmaEndpoint::Sbuf { .. }, DmaEndpoint::Sbuf { .. })
-            | (DmaEndpoint::Psum { .. }, DmaEndpoint::Sbuf { .. })
-    );
-    if !ok_dir {
-        return Err(err!(
-            Invalid,
-            "{}->{} is not a supported direction (HBM<->SBUF, SBUF->SBUF, PSUM->SBUF)",
-            d.src.mem_name(),
-            d.dst.mem_name()
-        ));
-    }
-    for e in [&d.src, &d.dst] {
-        match *e {
-            DmaEndpoint::Hbm { tensor, offset } => {
-                let size = sizes
-                    .get(tensor as usize)
-                    .copied()
-                    .ok_or_else(|| err!(Invalid, "tensor {tensor} does not exist"))?;
-                if offset
-                    .checked_add(u64::from(d.len))
-                    .is_none_or(|e| e > size)
-                {
-                    return Err(err!(
-                        Invalid,
-                        "bytes [{offset}, +{}) outside tensor {tensor} of {size} bytes",
-                        d.len
-                    ));
-                }
-            }
-            DmaEndpoint::Sbuf { partition, offset } => {
-                if usize::from(partition) >= SBUF_PARTITIONS
-                    || offset as usize + d.len as usize > SBUF_PARTITION_BYTES
-                {
-                    return Err(err!(
-                        Invalid,
-                        "SBUF partition {partition} bytes [{offset}, +{}) out of range",
-                        d.len
-                    ));
-                }
-            }
-            DmaEndpoint::Psum { partition, offset } => {
-                if usize::from(partition) >= PSUM_PARTITIONS
-                    || offset as usize + d.len as usize > PSUM_PARTITION_BYTES
-                {
-                    return Err(err!(
-                        Invalid,
-                        "PSUM partition {partition} bytes [{offset}, +{}) out of range",
-                        d.len
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Instruction opcodes of the binary format.
 mod op {
     pub(super) const SEM_WAIT: u8 = 0x01;
@@ -401,4 +374,18 @@ mod op {
     pub(super) const TENSOR_COPY: u8 = 0x23;
     pub(super) const MEMSET: u8 = 0x30;
     pub(super) const IOTA: u8 = 0x31;
+    // Format 1.1.
+    pub(super) const TENSOR_SCALAR_CHAIN: u8 = 0x24;
+    pub(super) const SCALAR_TENSOR_TENSOR: u8 = 0x25;
+    pub(super) const TENSOR_REDUCE: u8 = 0x26;
+    pub(super) const ACTIVATE: u8 = 0x27;
+    pub(super) const RECIPROCAL: u8 = 0x28;
+    pub(super) const TRANSPOSE: u8 = 0x29;
+    pub(super) const RANGE_SELECT: u8 = 0x2A;
+    pub(super) const BN_STATS: u8 = 0x2B;
+    pub(super) const BN_AGGR: u8 = 0x2C;
+    pub(super) const TENSOR_TENSOR_SCAN: u8 = 0x2D;
+    pub(super) const MAX8: u8 = 0x2E;
+    pub(super) const FIND_INDEX8: u8 = 0x2F;
+    pub(super) const AFFINE_SELECT: u8 = 0x32;
 }
