@@ -1,10 +1,15 @@
 //! Program builders for common kernels. Each documents its tensors (names, shapes, layouts),
 //! its SBUF/PSUM plan and its synchronisation; every cross-engine dependency goes through a
-//! semaphore, so none of them trips the hazard detector.
+//! semaphore, so none of them trips the hazard detector. [`matmul_looped`] (in
+//! `kernels/matmul_looped.rs`) is [`matmul`] written with loops.
+
+mod matmul_looped;
 
 use nrt_core::{Error, err};
 
-use super::builder::{ProgramBuilder, rows_to_sbuf, sbuf_to_rows};
+use super::builder::ProgramBuilder;
+pub use super::builder::{rows_to_sbuf, sbuf_to_rows};
+pub use matmul_looped::matmul_looped;
 use super::dtype::DType;
 use super::isa::{
     AccessPattern, ActFunc, AluOp, Bias, DmaDescriptor, DmaEndpoint, EngineId, Instr,
