@@ -55,7 +55,10 @@ fn compare(m: u64, k: u64, n: u64, in_dt: DType, out_dt: DType) -> (u64, u64) {
     let (ub, ur) = run_bits(unrolled, &a, &b, in_dt);
     assert_eq!(lb.len(), ub.len());
     if let Some(i) = lb.iter().zip(&ub).position(|(x, y)| x != y) {
-        panic!("{m}x{k}x{n}: element {i}: looped {:#x}, unrolled {:#x}", lb[i], ub[i]);
+        panic!(
+            "{m}x{k}x{n}: element {i}: looped {:#x}, unrolled {:#x}",
+            lb[i], ub[i]
+        );
     }
     let want = ref_matmul(&a, &b, m as usize, k as usize, n as usize, out_dt);
     for (i, (g, w)) in lb.iter().zip(&want).enumerate() {
@@ -147,7 +150,15 @@ fn looped_matmul_8192_cubed() {
     // Sampled tiles: corners, the middle, and a spread of others (128 x 128 each, every
     // 8th element), against f64; bound: K products of values in [-1, 1), each rounded to
     // fp32 and summed in fp32: |error| <= K · 2^-24 · Σ|a·b| (Higham's bound, γ_K).
-    let tiles = [(0, 0), (63, 63), (0, 63), (63, 0), (31, 17), (5, 42), (50, 9)];
+    let tiles = [
+        (0, 0),
+        (63, 63),
+        (0, 63),
+        (63, 0),
+        (31, 17),
+        (5, 42),
+        (50, 9),
+    ];
     let mut worst = 0.0f64;
     for &(ti, tj) in &tiles {
         for i in (ti * 128..ti * 128 + 128).step_by(8) {
@@ -158,7 +169,11 @@ fn looped_matmul_8192_cubed() {
                     .sum();
                 let bound = k as f64 * f64::powi(2.0, -24) * abs;
                 let err = (f64::from(out[i * n + j]) - want).abs();
-                assert!(err <= bound, "({i}, {j}): {} vs {want}, bound {bound}", out[i * n + j]);
+                assert!(
+                    err <= bound,
+                    "({i}, {j}): {} vs {want}, bound {bound}",
+                    out[i * n + j]
+                );
                 worst = worst.max(err / bound.max(f64::MIN_POSITIVE));
             }
         }

@@ -9,13 +9,13 @@ use nrt_core::{Error, err};
 
 use super::builder::ProgramBuilder;
 pub use super::builder::{rows_to_sbuf, sbuf_to_rows};
-pub use matmul_looped::matmul_looped;
 use super::dtype::DType;
 use super::isa::{
     AccessPattern, ActFunc, AluOp, Bias, DmaDescriptor, DmaEndpoint, EngineId, Instr,
 };
 use super::memory::{PSUM_BANK_BYTES, SBUF_PARTITION_BYTES};
 use super::program::{MAX_DESCRIPTORS, Program};
+pub use matmul_looped::matmul_looped;
 
 const P: u64 = 128;
 /// Moving free size of one MultiplyMoving (one PSUM bank of fp32).

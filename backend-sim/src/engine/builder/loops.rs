@@ -45,7 +45,8 @@ impl ProgramBuilder {
     /// Opens a loop of `count` iterations on each engine of `engines` (each pushes a
     /// `LoopBegin`; the depth-`d` loop uses iteration register `d − 1`). Every engine of a loop
     /// runs every enclosing loop; instructions pushed until [`loop_end`](Self::loop_end) must
-    /// be on its engines. At most [`LOOP_REGS`](crate::engine::LOOP_REGS) loops nest.
+    /// be on its engines. At most [`LOOP_REGS`](crate::engine::LOOP_REGS) loops nest; `count`
+    /// is in `1..=`[`MAX_LOOP_COUNT`](crate::engine::MAX_LOOP_COUNT).
     pub fn loop_begin(&mut self, engines: &[EngineId], count: u32) -> Result<LoopId, Error> {
         let depth = self.loops.open.len();
         if depth >= LoopState::MAX_DEPTH {
@@ -57,6 +58,13 @@ impl ProgramBuilder {
         }
         if engines.is_empty() {
             return Err(err!(Invalid, "a loop needs at least one engine"));
+        }
+        if count == 0 || count > crate::engine::MAX_LOOP_COUNT {
+            return Err(err!(
+                Invalid,
+                "loop trip count {count} is outside 1..={}",
+                crate::engine::MAX_LOOP_COUNT
+            ));
         }
         let mut begin = [usize::MAX; 5];
         for (k, &e) in engines.iter().enumerate() {
@@ -178,8 +186,12 @@ impl ProgramBuilder {
                  uncountable"
             ));
         }
-        let value = u32::try_from(self.loops.total(sem))
-            .map_err(|_| err!(Invalid, "semaphore {sem} receives more than 2^32 increments"))?;
+        let value = u32::try_from(self.loops.total(sem)).map_err(|_| {
+            err!(
+                Invalid,
+                "semaphore {sem} receives more than 2^32 increments"
+            )
+        })?;
         let depth = self.loops.open.len();
         if depth == 0 {
             self.wait(engine, sem, value);

@@ -139,7 +139,12 @@ impl LoopState {
                 keep.push(w);
                 continue;
             }
-            if self.untracked.get(usize::from(w.sem)).copied().unwrap_or(true) {
+            if self
+                .untracked
+                .get(usize::from(w.sem))
+                .copied()
+                .unwrap_or(true)
+            {
                 return Err(err!(
                     Invalid,
                     "{} pc {}: wait_all on semaphore {}, which a SemSet or a varying increment \

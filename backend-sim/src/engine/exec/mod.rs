@@ -314,7 +314,10 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
                 .descriptors
                 .get(first as usize..end as usize)
                 .unwrap_or(&[]);
-            for d in descs.iter().filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. })) {
+            for d in descs
+                .iter()
+                .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
+            {
                 let r = d.dst.region(env.bases, d.len);
                 hbm_writes.push(Region {
                     b0: r.b0.saturating_add_signed(lo),

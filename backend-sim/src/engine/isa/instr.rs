@@ -117,9 +117,10 @@ pub enum Instr {
     /// Stops the sequencer once its in-flight work is done.
     Halt,
     /// (Format 1.1) Opens a loop of `count` iterations whose iteration index is the
-    /// sequencer's iteration register `reg` (0 in the first iteration). A zero count skips
-    /// the body: execution continues after the matching `LoopEnd`. Loops nest properly, and
-    /// an enclosing loop's register cannot be reused (checked at load).
+    /// sequencer's iteration register `reg` (0 in the first iteration). `count` is in
+    /// `1..=`[`MAX_LOOP_COUNT`](crate::engine::MAX_LOOP_COUNT); loops nest properly, at most
+    /// [`LOOP_REGS`](crate::engine::LOOP_REGS) deep, and an enclosing loop's register cannot
+    /// be reused (all checked at load).
     LoopBegin {
         /// Iteration register (0..[`LOOP_REGS`](crate::engine::LOOP_REGS)).
         reg: u8,

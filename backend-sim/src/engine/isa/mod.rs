@@ -30,6 +30,6 @@ pub use instr::{EngineId, Instr, SemCmp};
 pub use ops::{ActFn, ActReduce, Bias, Operand, ScalarStep, activate};
 pub use pattern::{AccessPattern, Dim, MAX_DIMS, MemKind, Region, Space, partition_start_ok};
 pub(crate) use rules::{check_engine, required_minor};
-pub use terms::{DynTerm, LOOP_REGS, TermSlot};
 pub(crate) use terms::{DmaShift, instance, regs_text, shift_descriptor};
+pub use terms::{DynTerm, LOOP_REGS, TermSlot};
 pub use validate::{BN_STATS_FMAX, TOP8_FREE_RANGE};

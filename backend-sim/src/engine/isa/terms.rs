@@ -159,7 +159,9 @@ impl Instr {
             Instr::MultiplyMoving { moving, dst, .. } => {
                 [Some(moving), Some(dst), None, None, None, None]
             }
-            Instr::TensorTensor { a, b, out, .. } => [Some(a), Some(b), Some(out), None, None, None],
+            Instr::TensorTensor { a, b, out, .. } => {
+                [Some(a), Some(b), Some(out), None, None, None]
+            }
             Instr::TensorScalar { src, out, .. }
             | Instr::TensorCopy { src, out }
             | Instr::TensorReduce { src, out, .. }
@@ -307,10 +309,7 @@ pub(crate) fn instance(
 }
 
 fn out_of_range(slot: TermSlot, base: impl fmt::Display, delta: i128, range: &str) -> Error {
-    err!(
-        Invalid,
-        "{slot} would be {base} + {delta}, outside {range}"
-    )
+    err!(Invalid, "{slot} would be {base} + {delta}, outside {range}")
 }
 
 fn apply(ins: &mut Instr, shift: &mut DmaShift, slot: TermSlot, delta: i128) -> Result<(), Error> {

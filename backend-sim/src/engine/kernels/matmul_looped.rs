@@ -158,36 +158,66 @@ pub fn matmul_looped(
         let tiles: Vec<(u64, u64)> = (0..m_rem.div_ceil(P))
             .map(|t| (t * P, P.min(m_rem - t * P)))
             .collect();
-        group(&mut b, &ctx, &tiles, &Coord::fixed(full_groups * group_rows))?;
+        group(
+            &mut b,
+            &ctx,
+            &tiles,
+            &Coord::fixed(full_groups * group_rows),
+        )?;
     }
     b.build()
 }
 
 /// Every N-block of one group: pairs of full blocks in a loop (bank sets 0 and 1), then an
 /// odd full block, then the partial block.
-fn group(
-    b: &mut ProgramBuilder,
-    ctx: &Ctx,
-    tiles: &[(u64, u64)],
-    g0: &Coord,
-) -> Result<(), Error> {
+fn group(b: &mut ProgramBuilder, ctx: &Ctx, tiles: &[(u64, u64)], g0: &Coord) -> Result<(), Error> {
     let full = ctx.n / NB;
     repeat(b, full / 2, |b, ql| {
         for bs in 0..2 {
             let n0 = Coord::stepped(bs as u64 * NB, ql, 2 * NB);
-            step(b, ctx, &Step { tiles, g0, n0, nbw: NB, bs })?;
+            step(
+                b,
+                ctx,
+                &Step {
+                    tiles,
+                    g0,
+                    n0,
+                    nbw: NB,
+                    bs,
+                },
+            )?;
         }
         Ok(())
     })?;
     if full % 2 == 1 {
         let n0 = Coord::fixed((full - 1) * NB);
-        step(b, ctx, &Step { tiles, g0, n0, nbw: NB, bs: 0 })?;
+        step(
+            b,
+            ctx,
+            &Step {
+                tiles,
+                g0,
+                n0,
+                nbw: NB,
+                bs: 0,
+            },
+        )?;
     }
     let n_rem = ctx.n % NB;
     if n_rem > 0 {
         let n0 = Coord::fixed(full * NB);
         let bs = (full % 2) as usize;
-        step(b, ctx, &Step { tiles, g0, n0, nbw: n_rem, bs })?;
+        step(
+            b,
+            ctx,
+            &Step {
+                tiles,
+                g0,
+                n0,
+                nbw: n_rem,
+                bs,
+            },
+        )?;
     }
     Ok(())
 }
@@ -211,7 +241,15 @@ fn step(b: &mut ProgramBuilder, ctx: &Ctx, st: &Step<'_>) -> Result<(), Error> {
             ktile(b, ctx, st, &Coord::fixed((kf - 1) * P), P, 1, true)?;
         }
         if k_rem > 0 {
-            ktile(b, ctx, st, &Coord::fixed(kf * P), k_rem, (kf % 2) as usize, true)?;
+            ktile(
+                b,
+                ctx,
+                st,
+                &Coord::fixed(kf * P),
+                k_rem,
+                (kf % 2) as usize,
+                true,
+            )?;
         }
     }
     b.signal(EngineId::Tensor, ctx.full[bs], 1);

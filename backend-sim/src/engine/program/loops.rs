@@ -2,8 +2,9 @@
 //! instruction instance (shared with the executor), and the executor's plan of a program with
 //! loops ([`LoopPlan`]).
 //!
-//! Rules: `LoopBegin`/`LoopEnd` nest properly, name an existing iteration register not used by
-//! an enclosing loop, and close before `Halt`; a stream executes at most
+//! Rules: `LoopBegin`/`LoopEnd` nest properly (at most [`LOOP_REGS`] deep), name an existing
+//! iteration register not used by an enclosing loop, and close before `Halt`; a trip count is
+//! in `1..=`[`MAX_LOOP_COUNT`]; a stream executes at most
 //! [`MAX_DYNAMIC_INSTRS`] instructions counting every iteration; the term table is sorted,
 //! each term names an instruction that has its slot and the register of an enclosing loop.
 //! Every instruction with terms is checked, with all its rules, in the iterations at the
@@ -18,12 +19,16 @@ use super::descriptors::validate_descriptor;
 use super::stationary::check_looped;
 use super::{MAX_DESCRIPTORS, Program};
 use crate::engine::isa::{
-    DmaDescriptor, DmaShift, DynTerm, EngineId, Instr, LOOP_REGS, TermSlot, check_engine,
-    instance, regs_text, shift_descriptor,
+    DmaDescriptor, DmaShift, DynTerm, EngineId, Instr, LOOP_REGS, TermSlot, check_engine, instance,
+    regs_text, shift_descriptor,
 };
 
 /// Most dynamic terms in a program.
 pub const MAX_TERMS: usize = 1 << 22;
+/// Most iterations of one loop (`LoopBegin` counts are `1..=MAX_LOOP_COUNT`): 2^24, far above
+/// any tiling's trip count (an 8192^3 matmul's largest is 31) and small enough that a loop's
+/// register, scaled by any term, is checked at its extreme iterations in exact arithmetic.
+pub const MAX_LOOP_COUNT: u32 = 1 << 24;
 /// Most instructions one stream executes, every loop iteration counted (loop instructions
 /// included): a bound on a program's work independent of the tick limit.
 pub const MAX_DYNAMIC_INSTRS: u64 = 1 << 32;
@@ -58,6 +63,19 @@ fn walk(
                         "{engine} pc {pc}: LoopBegin: iteration register {reg} does not exist \
                          (registers 0-{})",
                         LOOP_REGS - 1
+                    ));
+                }
+                if count == 0 || count > MAX_LOOP_COUNT {
+                    return Err(err!(
+                        Invalid,
+                        "{engine} pc {pc}: LoopBegin: trip count {count} is outside \
+                         1..={MAX_LOOP_COUNT}"
+                    ));
+                }
+                if stack.len() >= LOOP_REGS {
+                    return Err(err!(
+                        Invalid,
+                        "{engine} pc {pc}: LoopBegin: loops nest at most {LOOP_REGS} deep"
                     ));
                 }
                 if let Some(o) = stack.iter().find(|o| o.reg == reg) {
@@ -426,7 +444,9 @@ impl Program {
             .collect();
         let mut dst_spans = Vec::new();
         for engine in EngineId::ALL {
-            let mut next = self.terms.partition_point(|t| t.engine.index() < engine.index());
+            let mut next = self
+                .terms
+                .partition_point(|t| t.engine.index() < engine.index());
             let _ = walk(engine, self.stream(engine), |pc, ins, stack| {
                 let start = next;
                 while self

@@ -33,7 +33,7 @@ use super::isa::{DmaDescriptor, DynTerm, EngineId, Instr, check_engine, required
 use super::memory::{DMA_ENGINES, DMA_QUEUES};
 use descriptors::validate_descriptor;
 pub(crate) use loops::{LoopPlan, check_instance};
-pub use loops::{MAX_DYNAMIC_INSTRS, MAX_TERMS};
+pub use loops::{MAX_DYNAMIC_INSTRS, MAX_LOOP_COUNT, MAX_TERMS};
 use stationary::Pairing;
 
 /// The 8-byte magic that opens a serialized program.
