@@ -1,6 +1,6 @@
 //! Program builders for common kernels. Each documents its tensors (names, shapes, layouts),
 //! its SBUF/PSUM plan and its synchronisation; every cross-engine dependency goes through a
-//! semaphore, so none of them trips the hazard detector. [`matmul_looped`] (in
+//! semaphore, so none of them trips the hazard detector. [`matmul_looped`](fn@matmul_looped) (in
 //! `kernels/matmul_looped.rs`) is [`matmul`] written with loops.
 
 mod matmul_looped;
