@@ -13,8 +13,9 @@
 //!
 //! Versions: format 1.1 adds instructions, ALU operations, engine assignments, block DMA
 //! descriptors, loops and dynamic terms to 1.0. [`Program::format_minor`] is the lowest
-//! minor that can express a program; the writer writes it, and a 1.0 program is checked under the 1.0 rules (exactly
-//! as before 1.1 existed), any other under the 1.1 rules (NKI's engine assignment).
+//! minor that can express a program; the writer writes it, and a 1.0 program is checked
+//! under the 1.0 rules (exactly as before 1.1 existed), any other under the 1.1 rules (NKI's
+//! engine assignment).
 
 mod decode;
 mod decode_instr;
