@@ -134,6 +134,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             kernels::matmul(8, 16, 8, DType::Bf16, DType::F32)?,
         ),
         ("isa11", isa11_program()?),
+        // Format 1.1 loops: every loop of the kernel (groups, N-block pairs, K-tile pairs).
+        (
+            "matmul_looped",
+            kernels::matmul_looped(1024, 640, 2048, DType::Bf16, DType::F32)?,
+        ),
     ];
     for (name, p) in &programs {
         save(&prog_dir, &format!("{name}.prog"), &p.to_bytes())?;
