@@ -52,7 +52,7 @@ pub use report::{
 };
 
 use super::dtype::DType;
-use super::isa::{DmaEndpoint, EngineId, Instr, Region, SemCmp};
+use super::isa::{EngineId, Instr, MemKind, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::Program;
 use super::shadow::Shadow;
@@ -286,7 +286,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         .program
         .descriptors
         .iter()
-        .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
+        .filter(|d| d.dst.mem() == MemKind::Hbm)
         .map(|d| d.dst.region(env.bases, d.len))
         .collect();
     let mut m = Executor {
