@@ -873,3 +873,67 @@ fn partition_steps_are_exact() {
         "0, 3 and 1, 6"
     );
 }
+
+/// Mixed element sizes: GpSimdE sets the bf16 elements at bytes `8k + a .. 8k + a + 2` while
+/// VectorE writes the f32 elements at bytes `8k + b .. 8k + b + 4` (k < 16) of partitions 0..4,
+/// unordered. The boxes always overlap; the bytes are shared only when a bf16 element is a half
+/// of an f32 one.
+fn halves(a: u32, b: u32) -> Program {
+    let mut pb = ProgramBuilder::new("halves");
+    pb.push(
+        EngineId::GpSimd,
+        Instr::Memset {
+            out: AccessPattern::new(Space::Sbuf, DType::Bf16, 0, 4, a, &[(16, 4)]),
+            bits: 0x3f80,
+        },
+    );
+    pb.push(
+        EngineId::Vector,
+        Instr::TensorCopy {
+            src: AccessPattern::new(Space::Sbuf, DType::F32, 0, 4, 4096, &[(16, 1)]),
+            out: AccessPattern::new(Space::Sbuf, DType::F32, 0, 4, b, &[(16, 2)]),
+        },
+    );
+    pb.build().unwrap()
+}
+
+#[test]
+fn element_sizes_straddling_each_other() {
+    // bf16 at 8k+2 against f32 at 8k+4; bf16 at 8k+6 against f32 at 8k: adjacent, disjoint.
+    for (a, b) in [(2, 4), (6, 0)] {
+        let (r, _) = exec(halves(a, b), &[]);
+        clean(&r);
+    }
+    // bf16 at 8k+2 is the upper half of the f32 at 8k; bf16 at 8k+6 that of the f32 at 8k+4.
+    for (a, b) in [(2, 0), (6, 4)] {
+        let (r, _) = exec(halves(a, b), &[]);
+        let h = one_hazard(&r);
+        let bf16 = sbuf(0, 4, u64::from(a), u64::from(a) + 15 * 8 + 2);
+        let f32 = sbuf(0, 4, u64::from(b), u64::from(b) + 15 * 8 + 4);
+        // VectorE issues first; GpSimdE finds the conflict when its Memset issues.
+        let engine = |engine, op| Actor::Engine { engine, pc: 0, op };
+        let access = |actor, region, tick| nrt_sim::engine::Access {
+            actor,
+            region,
+            write: true,
+            tick,
+        };
+        assert_eq!(
+            h,
+            Hazard {
+                first: access(engine(EngineId::Vector, "TensorCopy"), f32, 0),
+                second: access(engine(EngineId::GpSimd, "Memset"), bf16, 220),
+            }
+        );
+        assert_eq!(
+            h.to_string(),
+            format!(
+                "unsynchronised hazard at tick 220: GpSimdE pc 0 (Memset) writes SBUF partitions \
+                 [0, 4) bytes [{:#x}, {:#x}) while VectorE pc 0 (TensorCopy) (issued at tick 0) \
+                 writes SBUF partitions [0, 4) bytes [{:#x}, {:#x}) with no semaphore edge \
+                 between them",
+                bf16.b0, bf16.b1, f32.b0, f32.b1
+            )
+        );
+    }
+}
