@@ -21,6 +21,7 @@ use nrt_sim::engine::{
 };
 
 type Built = Result<Program, nrt_core::Error>;
+type Case = (&'static str, fn() -> Built);
 
 fn dense(n: u32) -> Built {
     let mut b = ProgramBuilder::new("dense");
@@ -88,7 +89,7 @@ fn dma(rounds: u32) -> Built {
 
 fn main() -> Result<(), nrt_core::Error> {
     let which = std::env::args().nth(1);
-    let cases: [(&str, fn() -> Built); 4] = [
+    let cases: [Case; 4] = [
         ("matmul", || {
             kernels::matmul(256, 256, 256, DType::Bf16, DType::F32)
         }),

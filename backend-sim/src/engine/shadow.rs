@@ -14,7 +14,6 @@
 //! them (each group's prefix at or below the frontier). HBM reads of bytes no descriptor of
 //! the program can write can never be part of a hazard either, and are not recorded.
 //!
-//!
 //! Records are filed, and checks visit cells, by their footprints' bounding boxes; two records
 //! conflict when their exact footprints ([`Footprint`]) share a byte: the boxes first (most
 //! pairs are told apart there, and two dense footprints — every contiguous access — overlap

@@ -432,7 +432,7 @@ mod tests {
                     stride: 1 + rnd(40),
                 })
                 .collect();
-            dims.sort_by(|a, b| b.stride.cmp(&a.stride));
+            dims.sort_by_key(|d| core::cmp::Reverse(d.stride));
             pats.push((rnd(50), dims, 1 + rnd(4)));
         }
         let (mut budget_hit, mut met) = (0, 0);
