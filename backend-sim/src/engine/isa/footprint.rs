@@ -33,6 +33,9 @@ pub struct Footprint {
     /// Dimensions in use, and the dimensions (count ≥ 2, stride > run), coarsest first.
     nd: u8,
     dims: [Step; MAX_DIMS],
+    /// The GCD of the dimensions' strides (0: none): every byte's offset from `b0`, modulo
+    /// it, is below `run`.
+    gcd: u64,
 }
 
 impl From<Region> for Footprint {
@@ -44,6 +47,7 @@ impl From<Region> for Footprint {
             run: region.b1.saturating_sub(region.b0),
             nd: 0,
             dims: [Step::default(); MAX_DIMS],
+            gcd: 0,
         }
     }
 }
@@ -125,6 +129,7 @@ impl Footprint {
             run,
             nd: n as u8,
             dims: v,
+            gcd: v.iter().take(n).fold(0, |g, d| gcd(g, d.stride)),
         })
     }
 
@@ -159,7 +164,21 @@ impl Footprint {
         {
             return false;
         }
-        (self.nd == 0 && o.nd == 0) || overlap::meet(self.pattern(), o.pattern())
+        if self.nd == 0 && o.nd == 0 {
+            return true;
+        }
+        // Residues: modulo g, the GCD of both footprints' strides, the bytes of each lie in
+        // `b0 + [0, run)`; two footprints whose residue intervals are apart share no byte
+        // (even and odd columns, interleaved rows). A necessary condition only: the exact
+        // test decides the rest.
+        let g = gcd(self.gcd, o.gcd);
+        if self.run + o.run <= g {
+            let d = (o.region.b0 % g + g - self.region.b0 % g) % g;
+            if d >= self.run && d + o.run <= g {
+                return false;
+            }
+        }
+        overlap::meet(self.pattern(), o.pattern())
     }
 
     fn partition_set(&self) -> Lin {
@@ -183,6 +202,13 @@ impl Footprint {
             run: self.run,
         }
     }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// Folds dimensions into the run and merges commensurate dimensions (see [`Footprint`]);

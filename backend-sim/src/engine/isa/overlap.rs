@@ -6,6 +6,8 @@
 //! when they share an element. The tests, cheapest first:
 //!
 //! * bounding intervals apart: no;
+//! * (in [`super::Footprint`], before [`meet`]) residues modulo the GCD of both sets' strides
+//!   apart: no;
 //! * both sets at most one dimension ([`meet_1d`], every DMA footprint and every access pattern
 //!   whose dimensions merge into one): exact in O(log stride) — the runs of one set that lie in
 //!   the other's bounding interval are `K` consecutive indices, and run `k` meets the other set
