@@ -402,4 +402,23 @@ mod tests {
             "SBUF partitions [0, 4) bytes 0x0 + 16x0x8 runs of 4 (within [0x0, 0x7c))"
         );
     }
+
+    #[test]
+    fn residues_and_the_exact_test() {
+        let fp = |base, run, dims: &[(u64, i64)]| {
+            Footprint::new(MemKind::Hbm, (0, 1, 1), base, run, dims).unwrap()
+        };
+        // Even and odd f32 columns of 4 rows: strides 256 and 8, residues mod 8 apart.
+        let even = fp(0, 4, &[(4, 256), (32, 8)]);
+        let odd = fp(4, 4, &[(4, 256), (32, 8)]);
+        assert_eq!(even.gcd, 8);
+        assert!(even.region().overlaps(&odd.region()));
+        assert!(!even.overlaps(&odd) && !odd.overlaps(&even));
+        // A dense run between them meets both.
+        assert!(even.overlaps(&fp(6, 4, &[])) && odd.overlaps(&fp(6, 4, &[])));
+        // Residues mod 4 meet (runs of 4), but {0..4, 8..12} and {4..8, 16..20} do not.
+        let a = fp(0, 4, &[(2, 8)]);
+        assert!(!a.overlaps(&fp(4, 4, &[(2, 12)])));
+        assert!(a.overlaps(&fp(4, 4, &[(2, 4)])), "8..12");
+    }
 }
