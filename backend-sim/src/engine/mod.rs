@@ -70,8 +70,9 @@ pub use exec::{
 };
 pub use isa::{
     AccessPattern, ActFn, ActFunc, ActReduce, AluOp, BN_STATS_FMAX, Bias, Dim, DmaBlock,
-    DmaDescriptor, DmaEndpoint, DynTerm, EngineId, Instr, LOOP_REGS, MAX_DIMS, MemKind, Operand,
-    Region, ScalarStep, SemCmp, Space, TOP8_FREE_RANGE, TermSlot, activate, partition_start_ok,
+    DmaDescriptor, DmaEndpoint, DynTerm, EngineId, Footprint, Instr, LOOP_REGS, MAX_DIMS, MemKind,
+    Operand, Region, ScalarStep, SemCmp, Space, TOP8_FREE_RANGE, TermSlot, activate,
+    partition_start_ok,
 };
 pub use math::{exp_f64, gelu_f64, tanh_f64};
 pub use memory::{

@@ -7,7 +7,17 @@
 pub const CANONICAL_NAN: f32 = f32::from_bits(0x7FC0_0000);
 
 /// `v`, or [`CANONICAL_NAN`] when `v` is a NaN.
+///
+/// The test is on the bits, not `f32::is_nan` + a float select: Rust's float semantics let an
+/// operation that produces a NaN produce *any* NaN, so an optimiser may treat
+/// `if v.is_nan() { CANONICAL_NAN } else { v }` as `v` (LLVM does, at `opt-level` 2, for
+/// `sqrt` of a negative number). An integer comparison of the bit pattern cannot be folded
+/// that way.
 #[inline]
 pub(crate) fn canon(v: f32) -> f32 {
-    if v.is_nan() { CANONICAL_NAN } else { v }
+    if v.to_bits() & 0x7FFF_FFFF > 0x7F80_0000 {
+        CANONICAL_NAN
+    } else {
+        v
+    }
 }

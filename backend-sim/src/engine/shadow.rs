@@ -14,20 +14,32 @@
 //! them (each group's prefix at or below the frontier). HBM reads of bytes no descriptor of
 //! the program can write can never be part of a hazard either, and are not recorded.
 //!
+//! Records are filed, and checks visit cells, by their footprints' bounding boxes; two records
+//! conflict when their exact footprints ([`Footprint`]) share a byte: the boxes first (most
+//! pairs are told apart there, and two dense footprints — every contiguous access — overlap
+//! exactly when their boxes do), then the exact test. A record keeps its exact shape only when
+//! it is not dense (shared by the cells it is filed in).
+//!
 //! The hazard reported is the one the reference search would find first — a bucket per SBUF /
 //! PSUM partition (or per 64 KiB of HBM) in increasing order, writes before reads, then
-//! insertion order — so reports do not depend on this index's layout.
+//! insertion order, with every footprint filed in, and visiting, the buckets of its bounding
+//! box and the exact overlap test inside a bucket — so reports do not depend on this index's
+//! layout.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 
 use super::exec::report::Actor;
-use super::isa::{MemKind, Region};
+use super::isa::{Footprint, MemKind, Region};
 use super::memory::{PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES, SBUF_PARTITIONS};
 
 /// One access record.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct Rec {
+    /// The footprint's bounding box.
     pub(crate) region: Region,
+    /// The exact footprint when it is not the whole box.
+    shape: Option<Rc<Footprint>>,
     pub(crate) write: bool,
     pub(crate) epoch: u32,
     pub(crate) actor: Actor,
@@ -192,7 +204,7 @@ impl Shadow {
     }
 
     /// Calls `f` on every existing cell that may hold a record overlapping `region`.
-    fn for_cells(&self, region: &Region, mut f: impl FnMut(&Cell)) {
+    fn for_cells<'s>(&'s self, region: &Region, mut f: impl FnMut(&'s Cell)) {
         if region.b1 <= region.b0 {
             return; // an empty footprint overlaps nothing
         }
@@ -267,16 +279,23 @@ impl Shadow {
         i
     }
 
-    /// The record an access of `region` by `agent` (vector clock `clock`) conflicts with, if
-    /// any: overlapping, not the same agent, at least one of the two a write, and not ordered
+    /// The record an access of `fp` by `agent` (vector clock `clock`) conflicts with, if any:
+    /// sharing a byte, not the same agent, at least one of the two a write, and not ordered
     /// before the access. Of several, the reference search's first (see the module docs).
-    pub(crate) fn find_conflict(
-        &self,
-        region: &Region,
+    pub(crate) fn find_conflict<'s>(
+        &'s self,
+        fp: &Footprint,
         write: bool,
         agent: usize,
         clock: &[u32],
     ) -> Option<Rec> {
+        let region = &fp.region();
+        let dense = fp.is_dense();
+        // Given overlapping boxes: whether `r`'s footprint and `fp` share a byte.
+        let exact = |r: &Rec| match &r.shape {
+            None => dense || fp.overlaps_within_boxes(&Footprint::from(r.region)),
+            Some(shape) => shape.overlaps_within_boxes(fp),
+        };
         let hbm = region.mem == MemKind::Hbm;
         let key = |r: &Rec| {
             let bucket = if hbm {
@@ -286,16 +305,16 @@ impl Shadow {
             };
             (bucket, !r.write, r.seq)
         };
-        let mut best: Option<((u64, bool, u64), Rec)> = None;
-        let mut scan = |list: &VecDeque<Rec>, seen: u32| {
+        let mut best: Option<((u64, bool, u64), &'s Rec)> = None;
+        let mut scan = |list: &'s VecDeque<Rec>, seen: u32| {
             for r in list.iter().rev() {
                 if r.epoch <= seen {
                     break; // this record and every earlier one are ordered before
                 }
                 if r.region.overlaps(region) {
                     let k = key(r);
-                    if best.as_ref().is_none_or(|(bk, _)| k < *bk) {
-                        best = Some((k, *r));
+                    if best.as_ref().is_none_or(|(bk, _)| k < *bk) && exact(r) {
+                        best = Some((k, r));
                     }
                 }
             }
@@ -314,24 +333,26 @@ impl Shadow {
                 }
             }
         });
-        best.map(|(_, r)| r)
+        best.map(|(_, r)| r.clone())
     }
 
     /// Files a record of `agent`.
     pub(crate) fn insert(
         &mut self,
-        region: Region,
+        fp: &Footprint,
         write: bool,
         agent: usize,
         epoch: u32,
         actor: Actor,
         tick: u64,
     ) {
-        if region.b1 <= region.b0 {
+        if fp.is_empty() {
             return; // never overlaps anything
         }
+        let region = fp.region();
         let rec = Rec {
             region,
+            shape: (!fp.is_dense()).then(|| Rc::new(*fp)),
             write,
             epoch,
             actor,
@@ -364,7 +385,7 @@ impl Shadow {
                             *x = self.cells.len() as u32;
                         }
                         let i = *x;
-                        self.file(i, agent, rec);
+                        self.file(i, agent, rec.clone());
                     }
                 }
             }
@@ -373,7 +394,7 @@ impl Shadow {
                 let hi = (region.b1 - 1) >> HBM_CELL_SHIFT;
                 for key in lo..=hi {
                     let i = self.hbm_cell(key);
-                    self.file(i, agent, rec);
+                    self.file(i, agent, rec.clone());
                 }
             }
         }

@@ -1,27 +1,30 @@
 //! Hazard detection: every access is checked against the records of earlier accesses it is not
 //! ordered after (by vector clocks), then recorded; records every future access is ordered
-//! after are pruned. The index itself is `shadow`.
+//! after are pruned. Accesses are compared by their exact footprints (`isa::Footprint`:
+//! interleaved accesses that share no byte do not conflict); reports show their bounding
+//! boxes. The index itself is `shadow`.
 
 use nrt_core::{NrtStatus, err};
 
 use super::report::{Access, Actor, Hazard};
 use super::{Executor, VClock};
-use crate::engine::isa::Region;
+use crate::engine::isa::Footprint;
 
 impl Executor<'_, '_> {
     pub(super) fn check_and_record(
         &mut self,
-        region: Region,
+        fp: Footprint,
         write: bool,
         agent: usize,
         clock: &VClock,
         actor: Actor,
     ) {
         let t = self.t;
+        let region = fp.region();
         if !self.shadow.relevant(&region, write) {
             return;
         }
-        if let Some(r) = self.shadow.find_conflict(&region, write, agent, clock) {
+        if let Some(r) = self.shadow.find_conflict(&fp, write, agent, clock) {
             let h = Hazard {
                 first: Access {
                     actor: r.actor,
@@ -45,7 +48,7 @@ impl Executor<'_, '_> {
             }
         }
         let epoch = clock.get(agent).copied().unwrap_or(0);
-        self.shadow.insert(region, write, agent, epoch, actor, t);
+        self.shadow.insert(&fp, write, agent, epoch, actor, t);
         if self.shadow.len() >= self.prune_at {
             self.prune(clock);
         }

@@ -252,14 +252,15 @@ impl Executor<'_, '_> {
         };
         let mut dependent = false;
         for (ap, w) in acc.iter().take(n).flatten() {
-            let region = ap.region();
+            let fp = ap.footprint();
+            let region = fp.region();
             if !*w {
                 if let Some(lw) = &self.seqs[i].last_write {
                     dependent |= lw.overlaps(&region);
                 }
             }
             let clock = std::mem::take(&mut self.seqs[i].clock);
-            self.check_and_record(region, *w, engine.index(), &clock, actor);
+            self.check_and_record(fp, *w, engine.index(), &clock, actor);
             self.seqs[i].clock = clock;
         }
         let cycles = op_cycles(&ins, engine, dependent);

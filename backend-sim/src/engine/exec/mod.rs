@@ -55,7 +55,7 @@ pub use report::{
 };
 
 use super::dtype::DType;
-use super::isa::{DmaEndpoint, DmaShift, EngineId, Instr, LOOP_REGS, Region, SemCmp};
+use super::isa::{DmaShift, EngineId, Instr, LOOP_REGS, MemKind, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::{LoopPlan, Program};
 use super::shadow::Shadow;
@@ -303,7 +303,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         .program
         .descriptors
         .iter()
-        .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
+        .filter(|d| d.dst.mem() == MemKind::Hbm)
         .map(|d| d.dst.region(env.bases, d.len))
         .collect();
     if let Some(plan) = env.plan {
@@ -314,10 +314,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
                 .descriptors
                 .get(first as usize..end as usize)
                 .unwrap_or(&[]);
-            for d in descs
-                .iter()
-                .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
-            {
+            for d in descs.iter().filter(|d| d.dst.mem() == MemKind::Hbm) {
                 let r = d.dst.region(env.bases, d.len);
                 hbm_writes.push(Region {
                     b0: r.b0.saturating_add_signed(lo),

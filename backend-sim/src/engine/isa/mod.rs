@@ -2,6 +2,8 @@
 //! The binary encoding is in [`super::program`]; `docs/SIM_ISA.md` is the reference.
 //!
 //! * `pattern.rs` — memory spaces, access patterns and the regions they cover;
+//! * `footprint.rs`, `overlap.rs` — the exact footprints of accesses and DMA endpoints, and
+//!   the exact overlap test of strided byte sets (what the hazard detector compares);
 //! * `alu.rs` — the ALU operations and their exact semantics;
 //! * `actfunc.rs`, `ops.rs` — activation functions (1.0's, 1.1's and their evaluation) and
 //!   scalar operands;
@@ -15,8 +17,10 @@
 mod actfunc;
 mod alu;
 mod dma;
+mod footprint;
 mod instr;
 mod ops;
+mod overlap;
 mod pattern;
 mod rules;
 mod terms;
@@ -26,6 +30,7 @@ pub use actfunc::ActFunc;
 pub use alu::AluOp;
 pub(crate) use alu::max_num;
 pub use dma::{DmaBlock, DmaDescriptor, DmaEndpoint};
+pub use footprint::Footprint;
 pub use instr::{EngineId, Instr, SemCmp};
 pub use ops::{ActFn, ActReduce, Bias, Operand, ScalarStep, activate};
 pub use pattern::{AccessPattern, Dim, MAX_DIMS, MemKind, Region, Space, partition_start_ok};
