@@ -89,6 +89,8 @@
 #![forbid(unsafe_code)]
 
 mod alloc;
+mod blocks;
+mod format;
 mod handle;
 mod kernel;
 mod layout;
@@ -103,12 +105,13 @@ mod view;
 pub use handle::{Memory, Placement};
 pub use kernel::Kernel;
 pub use ops::{
-    ActBias, Activation, DmaCopy, Iota, Memset, NcMatmul, Op, TensorCopy, TensorScalar,
-    TensorTensor,
+    ActBias, Activation, AffineSelect, BnAggr, BnStats, DmaCopy, DmaTranspose, FindIndex8, Iota,
+    Max8, Memset, NcMatmul, NcTranspose, Op, RangeSelect, Reciprocal, Scalar, ScalarTensorTensor,
+    TensorCopy, TensorReduce, TensorScalar, TensorScalarChain, TensorTensor, TensorTensorScan,
 };
 pub use pool::TilePool;
 pub use tensors::Tensor;
 pub use tiles::Tile;
 pub use view::View;
 
-pub use nrt_sim::engine::{ActFunc, AluOp, DType, EngineId, Program, TensorKind};
+pub use nrt_sim::engine::{ActFn, ActFunc, AluOp, DType, EngineId, Program, TensorKind};
