@@ -102,6 +102,8 @@ mod tensors;
 mod tiles;
 mod view;
 
+pub mod library;
+
 pub use handle::{Memory, Placement};
 pub use kernel::Kernel;
 pub use ops::{
