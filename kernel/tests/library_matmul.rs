@@ -39,7 +39,24 @@ fn values(n: usize, dt: DType, seed: u64) -> Vec<f32> {
 }
 
 fn check(m: usize, kd: usize, n: usize, dt: DType, out: DType, a_transposed: bool) {
-    let opts = matmul::MatmulOpts { a_transposed };
+    for schedule in [matmul::Schedule::Resident, matmul::Schedule::Streamed] {
+        check_with(m, kd, n, dt, out, a_transposed, schedule);
+    }
+}
+
+fn check_with(
+    m: usize,
+    kd: usize,
+    n: usize,
+    dt: DType,
+    out: DType,
+    a_transposed: bool,
+    schedule: matmul::Schedule,
+) {
+    let opts = matmul::MatmulOpts {
+        a_transposed,
+        schedule,
+    };
     let p = matmul::build(m, kd, n, dt, out, &opts).unwrap();
     let av = values(m * kd, dt, 1 + m as u64);
     let bv = values(kd * n, dt, 2 + n as u64);
@@ -55,12 +72,15 @@ fn check(m: usize, kd: usize, n: usize, dt: DType, out: DType, a_transposed: boo
         assert_eq!(
             g.to_bits(),
             w.to_bits(),
-            "[{m}, {kd}] x [{kd}, {n}] {dt} -> {out}: ({}, {}): {g} vs {w}",
+            "[{m}, {kd}] x [{kd}, {n}] {dt} -> {out} {schedule:?}: ({}, {}): {g} vs {w}",
             i / n,
             i % n
         );
     }
-    eprintln!("matmul {m}x{kd}x{n} {dt}->{out}: {} ticks", report.ticks);
+    eprintln!(
+        "matmul {m}x{kd}x{n} {dt}->{out} {schedule:?}: {} ticks",
+        report.ticks
+    );
 }
 
 #[test]
