@@ -63,6 +63,7 @@ fn softmax_rows() {
         (1, 513, Bf16, F32),
         (300, 1, F16, Bf16),
         (129, 1000, Bf16, Bf16),
+        (3, 7000, F32, F32), // single-buffered
     ] {
         let p = softmax::build(r, c, dt, out).unwrap();
         let xv = values(r * c, dt, 3 + c as u64, 12.0, 1.0);
@@ -254,6 +255,7 @@ fn layernorm_rows() {
         (1, 1000, Bf16, F32, true),
         (300, 513, F16, Bf16, false),
         (129, 1, F32, F32, true),
+        (2, 5000, F32, F32, true), // single-buffered, 10 bn_stats chunks
     ] {
         check_norm(false, r, c, dt, out, affine);
     }
@@ -267,6 +269,7 @@ fn rmsnorm_rows() {
         (1, 1000, Bf16, Bf16, true),
         (300, 513, F16, F32, false),
         (129, 1, F32, F32, true),
+        (2, 8192, Bf16, F32, true), // the longest row
     ] {
         check_norm(true, r, c, dt, out, affine);
     }
@@ -283,11 +286,11 @@ fn norm_misuse() {
         e.message(),
         "layernorm: gamma HBM tensor 'g' [5] fp32 must have shape [6] (x's last dimension)"
     );
-    let big = k.input("big", DType::F32, &[2, 5000]).unwrap();
-    let ob = k.output("ob", DType::F32, &[2, 5000]).unwrap();
+    let big = k.input("big", DType::F32, &[2, 20000]).unwrap();
+    let ob = k.output("ob", DType::F32, &[2, 20000]).unwrap();
     let e = softmax::softmax(&mut k, &ob, &big).unwrap_err();
     assert_eq!(
         e.message(),
-        "softmax: rows of 5000 elements; at most 4096 (x HBM tensor 'big' [2, 5000] fp32)"
+        "softmax: rows of 20000 elements; at most 16384 (x HBM tensor 'big' [2, 20000] fp32)"
     );
 }

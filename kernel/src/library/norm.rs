@@ -50,7 +50,11 @@ use crate::tiles::Tile;
 use crate::view::View;
 
 /// Most elements per row.
-pub const MAX_COLS: usize = 4096;
+pub const MAX_COLS: usize = 8192;
+
+/// SBUF bytes per partition up to which the row tiles are double-buffered (single-buffered
+/// above).
+pub const DOUBLE_BUFFER_BYTES: usize = 96 * 1024;
 
 /// `bn_stats`' largest input per partition.
 const BN_CHUNK: usize = 512;
@@ -149,8 +153,15 @@ fn norm(
         let g = load(k, gamma, "norm_gamma")?;
         let b = load(k, beta, "norm_beta")?;
         let chunks = c.div_ceil(BN_CHUNK);
-        let mut xs = k.tile_pool("norm_x", Memory::Sbuf, DType::F32, &[rp, c], 2)?;
-        let mut os = match k.tile_pool("norm_out", Memory::Sbuf, out.dtype(), &[rp, c], 2) {
+        let per_buf = c * (4 + out.dtype().size());
+        let fixed = 4 * c * (usize::from(g.is_some()) + usize::from(b.is_some()));
+        let bufs = if fixed + 2 * per_buf <= DOUBLE_BUFFER_BYTES {
+            2
+        } else {
+            1
+        };
+        let mut xs = k.tile_pool("norm_x", Memory::Sbuf, DType::F32, &[rp, c], bufs)?;
+        let mut os = match k.tile_pool("norm_out", Memory::Sbuf, out.dtype(), &[rp, c], bufs) {
             Ok(p) => p,
             Err(e) => return release(k, [xs], Err(e)),
         };

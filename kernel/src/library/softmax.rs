@@ -12,7 +12,8 @@
 //!    (`tensor_scalar` with the per-row operand);
 //! 5. DMA to `out`.
 //!
-//! Tiles come from pools of two, so block `i + 1` loads while block `i` computes.
+//! Tiles come from pools of two, so block `i + 1` loads while block `i` computes (one when
+//! two would exceed [`DOUBLE_BUFFER_BYTES`] per partition).
 //!
 //! # Numerics
 //!
@@ -36,7 +37,11 @@ use crate::ops::{ActBias, Activation, DmaCopy, Reciprocal, TensorReduce, TensorS
 use crate::view::View;
 
 /// Most elements per row.
-pub const MAX_COLS: usize = 4096;
+pub const MAX_COLS: usize = 16384;
+
+/// SBUF bytes per partition up to which the row tiles are double-buffered (single-buffered
+/// above: long rows load, then compute).
+pub const DOUBLE_BUFFER_BYTES: usize = 96 * 1024;
 
 /// Emits `out = softmax(x)` along the last axis (`x` and `out` HBM views of one shape).
 pub fn softmax(k: &mut Kernel, out: &View, x: &View) -> Result<(), Error> {
@@ -66,8 +71,13 @@ pub fn softmax(k: &mut Kernel, out: &View, x: &View) -> Result<(), Error> {
         return Ok(());
     }
     let rp = P.min(r);
-    let mut xs = k.tile_pool("softmax_x", Memory::Sbuf, DType::F32, &[rp, c], 2)?;
-    let mut os = match k.tile_pool("softmax_out", Memory::Sbuf, out.dtype(), &[rp, c], 2) {
+    let bufs = if 2 * c * (4 + out.dtype().size()) <= DOUBLE_BUFFER_BYTES {
+        2
+    } else {
+        1
+    };
+    let mut xs = k.tile_pool("softmax_x", Memory::Sbuf, DType::F32, &[rp, c], bufs)?;
+    let mut os = match k.tile_pool("softmax_out", Memory::Sbuf, out.dtype(), &[rp, c], bufs) {
         Ok(p) => p,
         Err(e) => return release(k, [xs], Err(e)),
     };
