@@ -201,8 +201,12 @@ fn check_reduce(shape: &[usize], dt: DType, axis: usize, op: ReduceOp, keep: boo
     let a: usize = shape[..axis].iter().product();
     let l = shape[axis];
     let b: usize = shape[axis + 1..].iter().product();
-    let bc = b.clamp(1, CHUNK / 4);
-    let lc = l.min((CHUNK / bc).max(1));
+    // The chunk of L each layout folds first (see the module documentation).
+    let lc = if b > 1 && b.min(128) > 2 * a.min(128) {
+        l.min(CHUNK)
+    } else {
+        l.min((CHUNK / b.clamp(1, CHUNK / 4)).max(1))
+    };
     let int = dt == DType::I32 && out == DType::I32;
     for i in 0..a {
         for j in 0..b {
@@ -223,7 +227,10 @@ fn reductions_along_every_axis() {
     use DType::*;
     use ReduceOp::*;
     check_reduce(&[300, 130], F32, 1, Sum, false, F32);
-    check_reduce(&[129, 513], F32, 0, Max, true, F32); // chunks of 15 rows of 513
+    check_reduce(&[129, 513], F32, 0, Max, true, F32); // transposed layout
+    check_reduce(&[8300, 130], F32, 0, Sum, false, F32); // transposed, two chunks of L
+    check_reduce(&[2, 50, 100], I32, 1, Sum, false, I32); // transposed, int32
+    check_reduce(&[3, 3000, 4], F32, 1, Sum, true, F32); // rows, two chunks of 2048 of L
     check_reduce(&[2, 3, 4, 1000], Bf16, 3, Mean, true, F32);
     check_reduce(&[5, 9000], F32, 1, Sum, false, Bf16); // two chunks of the axis
     check_reduce(&[3, 1, 7, 2], F32, 1, Min, false, F32);

@@ -10,13 +10,20 @@
 //! # Tiling
 //!
 //! `x` is viewed as `[A, L, B]` (`A` the product of the dimensions before `axis`, `L` the
-//! reduced one, `B` those after) and `out` as `[A, B]`. Rows of `A` go on the partitions in
-//! blocks of 128; each DMA loads `[rows, l-chunk, b-chunk]` (rows of `B` elements are
-//! contiguous in HBM), and VectorE's `tensor_reduce` folds the `l` axis of the permuted tile
-//! `[rows, b, l]`. When `L` does not fit one chunk ([`CHUNK`] elements per partition) the
-//! chunk results are folded with `tensor_tensor`. Tiles come from pools of two, so the next
-//! chunk loads while this one is reduced. (`A = 1` — reducing the first axis — uses one
-//! partition: correct, not fast.)
+//! reduced one, `B` those after) and `out` as `[A, B]`. Two layouts:
+//!
+//! * **Rows** (the default): rows of `A` on the partitions in blocks of 128; each DMA loads
+//!   `[rows, l-chunk, b-chunk]` (`B`'s elements are contiguous in HBM; `b-chunk` up to
+//!   [`CHUNK`]`/4`, `l-chunk` up to [`CHUNK`]`/b-chunk`), and VectorE's `tensor_reduce` folds
+//!   the `l` axis of the permuted tile `[rows, b, l]`.
+//! * **Transposed** (when `B > 1` and `min(B, 128) > 2·min(A, 128)`, e.g. reducing the
+//!   first axis of a matrix, where rows of `A` would leave most partitions idle): for each
+//!   row of `A`, columns of `B` on the partitions in blocks of 128; chunks of up to
+//!   [`CHUNK`] elements of `L` are loaded by transposing DMAs (`dma_transpose`) into
+//!   `[columns, l-chunk]` and reduced along the free axis.
+//!
+//! When `L` spans several chunks the chunk results are folded with `tensor_tensor`. Tiles
+//! come from pools of two, so the next chunk loads while this one is reduced.
 //!
 //! # Numerics (bit-reproducible)
 //!
@@ -32,7 +39,10 @@ use nrt_sim::engine::{AluOp, DType, Program};
 use super::util::{P, blocks, build_with, hbm, hbm_out, release};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
-use crate::ops::{DmaCopy, TensorCopy, TensorReduce, TensorScalarChain, TensorTensor};
+use crate::ops::{
+    DmaCopy, DmaTranspose, Scalar, TensorCopy, TensorReduce, TensorScalarChain, TensorTensor,
+};
+use crate::pool::TilePool;
 use crate::view::View;
 
 /// Most elements per partition in one loaded chunk.
@@ -122,19 +132,104 @@ pub fn reduce(
     } else {
         DType::F32
     };
+    let g = Geometry {
+        a,
+        l,
+        b,
+        acc_dt,
+        op,
+    };
+    if b > 1 && P.min(b) > 2 * P.min(a) {
+        transposed(k, &o2, &x3, &g)
+    } else {
+        rows(k, &o2, &x3, &g)
+    }
+}
+
+/// The reduction `[A, L, B] → [A, B]` and its accumulator type.
+struct Geometry {
+    a: usize,
+    l: usize,
+    b: usize,
+    acc_dt: DType,
+    op: ReduceOp,
+}
+
+/// Folds chunk `i` (`data` reduced along `axis`) into `acc` (through `part` after the first).
+fn fold_chunk(
+    k: &mut Kernel,
+    g: &Geometry,
+    i: usize,
+    acc: &View,
+    part: &View,
+    data: &View,
+    axis: &[usize],
+) -> Result<(), Error> {
+    let alu = g.op.alu();
+    k.emit(TensorReduce {
+        dst: if i == 0 { acc } else { part },
+        op: alu,
+        data,
+        axis,
+        negate: false,
+        keepdims: false,
+    })?;
+    if i > 0 {
+        k.emit(TensorTensor {
+            dst: acc,
+            data1: acc,
+            data2: part,
+            op: alu,
+            engine: None,
+        })?;
+    }
+    Ok(())
+}
+
+/// Writes `acc` (divided by L for a mean) in `dst`'s dtype to a tile and stores it at `dst`.
+fn finish(
+    k: &mut Kernel,
+    g: &Geometry,
+    os: &mut TilePool,
+    acc: &View,
+    dst: &View,
+) -> Result<(), Error> {
+    let ot = os.next(k)?;
+    let ov = ot
+        .slice(0, 0..acc.partitions())?
+        .slice(1, 0..acc.free_elems())?;
+    if g.op == ReduceOp::Mean {
+        let n = if g.acc_dt == DType::I32 {
+            Scalar::I32(i32::try_from(g.l).unwrap_or(i32::MAX))
+        } else {
+            Scalar::F32(g.l as f32)
+        };
+        k.emit(TensorScalarChain::new(&ov, acc, AluOp::Divide, n))?;
+    } else {
+        k.emit(TensorCopy {
+            dst: &ov,
+            src: acc,
+            engine: None,
+        })?;
+    }
+    k.emit(DmaCopy::new(dst, &ov))
+}
+
+/// Rows of A on the partitions; tiles `[rows, l-chunk, b-chunk]` loaded by plain copies.
+fn rows(k: &mut Kernel, o2: &View, x3: &View, g: &Geometry) -> Result<(), Error> {
+    let (a, l, b) = (g.a, g.l, g.b);
     let bc = b.clamp(1, CHUNK / 4);
     let lc = l.min((CHUNK / bc).max(1));
     let rows = P.min(a);
-    let mut xs = k.tile_pool("reduce_x", Memory::Sbuf, x.dtype(), &[rows, lc, bc], 2)?;
-    let mut accs = match k.tile_pool("reduce_acc", Memory::Sbuf, acc_dt, &[rows, 2, bc], 2) {
+    let mut xs = k.tile_pool("reduce_x", Memory::Sbuf, x3.dtype(), &[rows, lc, bc], 2)?;
+    let mut accs = match k.tile_pool("reduce_acc", Memory::Sbuf, g.acc_dt, &[rows, 2, bc], 2) {
         Ok(p) => p,
         Err(e) => return release(k, [xs], Err(e)),
     };
-    let mut os = match k.tile_pool("reduce_out", Memory::Sbuf, out.dtype(), &[rows, bc], 2) {
+    let mut os = match k.tile_pool("reduce_out", Memory::Sbuf, o2.dtype(), &[rows, bc], 2) {
         Ok(p) => p,
         Err(e) => return release(k, [xs, accs], Err(e)),
     };
-    let alu = op.alu();
     let r = (|| -> Result<(), Error> {
         for (a0, an) in blocks(a, P) {
             for (b0, bn) in blocks(b, bc) {
@@ -146,42 +241,48 @@ pub fn reduce(
                     let xv = xt.slice(0, 0..an)?.slice(1, 0..ln)?.slice(2, 0..bn)?;
                     let src = x3.slice(0, a0..a0 + an)?.slice(1, l0..l0 + ln)?;
                     k.emit(DmaCopy::new(&xv, &src.slice(2, b0..b0 + bn)?))?;
-                    k.emit(TensorReduce {
-                        dst: if i == 0 { &acc } else { &part },
-                        op: alu,
-                        data: &xv.permute(&[0, 2, 1])?,
-                        axis: &[2],
-                        negate: false,
-                        keepdims: false,
-                    })?;
-                    if i > 0 {
-                        k.emit(TensorTensor {
-                            dst: &acc,
-                            data1: &acc,
-                            data2: &part,
-                            op: alu,
-                            engine: None,
-                        })?;
-                    }
-                }
-                let ot = os.next(k)?;
-                let ov = ot.slice(0, 0..an)?.slice(1, 0..bn)?;
-                if op == ReduceOp::Mean {
-                    let n = if acc_dt == DType::I32 {
-                        i32::try_from(l).map(Into::into).unwrap_or(i32::MAX.into())
-                    } else {
-                        crate::ops::Scalar::F32(l as f32)
-                    };
-                    k.emit(TensorScalarChain::new(&ov, &acc, AluOp::Divide, n))?;
-                } else {
-                    k.emit(TensorCopy {
-                        dst: &ov,
-                        src: &acc,
-                        engine: None,
-                    })?;
+                    fold_chunk(k, g, i, &acc, &part, &xv.permute(&[0, 2, 1])?, &[2])?;
                 }
                 let dst = o2.slice(0, a0..a0 + an)?.slice(1, b0..b0 + bn)?;
-                k.emit(DmaCopy::new(&dst, &ov))?;
+                finish(k, g, &mut os, &acc, &dst)?;
+            }
+        }
+        Ok(())
+    })();
+    release(k, [xs, accs, os], r)
+}
+
+/// Columns of B on the partitions (when A would leave most of them idle): for each row of A
+/// and 128 columns, chunks of L loaded by transposing DMAs into `[columns, l-chunk]`.
+fn transposed(k: &mut Kernel, o2: &View, x3: &View, g: &Geometry) -> Result<(), Error> {
+    let (l, b) = (g.l, g.b);
+    let lc = l.min(CHUNK);
+    let cols = P.min(b);
+    let mut xs = k.tile_pool("reduce_x", Memory::Sbuf, x3.dtype(), &[cols, lc], 2)?;
+    let mut accs = match k.tile_pool("reduce_acc", Memory::Sbuf, g.acc_dt, &[cols, 2], 2) {
+        Ok(p) => p,
+        Err(e) => return release(k, [xs], Err(e)),
+    };
+    let mut os = match k.tile_pool("reduce_out", Memory::Sbuf, o2.dtype(), &[cols, 1], 2) {
+        Ok(p) => p,
+        Err(e) => return release(k, [xs, accs], Err(e)),
+    };
+    let r = (|| -> Result<(), Error> {
+        for a0 in 0..g.a {
+            let (xa, oa) = (x3.select(0, a0)?, o2.select(0, a0)?);
+            for (b0, bn) in blocks(b, P) {
+                let acc_t = accs.next(k)?;
+                let acc = acc_t.slice(0, 0..bn)?.slice(1, 0..1)?;
+                let part = acc_t.slice(0, 0..bn)?.slice(1, 1..2)?;
+                for (i, (l0, ln)) in blocks(l, lc).enumerate() {
+                    let xt = xs.next(k)?;
+                    let xv = xt.slice(0, 0..bn)?.slice(1, 0..ln)?;
+                    let src = xa.slice(0, l0..l0 + ln)?.slice(1, b0..b0 + bn)?;
+                    k.emit(DmaTranspose::new(&xv, &src))?;
+                    fold_chunk(k, g, i, &acc, &part, &xv, &[1])?;
+                }
+                let dst = oa.slice(0, b0..b0 + bn)?.reshape(&[bn, 1])?;
+                finish(k, g, &mut os, &acc, &dst)?;
             }
         }
         Ok(())
