@@ -95,6 +95,7 @@ fn odd_sizes_and_every_dtype_combination() {
         (1, 1, 1, F32, F32, false),
         (129, 130, 1, F16, F16, true),
         (300, 130, 40, F32, F32, true),
+        (129, 300, 65, Bf16, F32, false), // three K tiles accumulated
     ] {
         check(m, kd, n, dt, out, tr);
     }

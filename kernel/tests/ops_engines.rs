@@ -208,9 +208,8 @@ fn engine_overrides_are_honoured() {
     let xv: Vec<f32> = (0..64 * 32).map(|i| i as f32).collect();
     let (outs, _) = run(&p, &[("x", f32s(&xv))]);
     let got = dec(DType::F32, output(&outs, "y"));
-    for (g, v) in got.iter().zip(&xv) {
-        assert_eq!(*g, v - v + 1.0);
-    }
+    // b = a (three copies), b − a = 0, + 1.
+    assert!(got.iter().all(|&g| g == 1.0));
 }
 
 #[test]
