@@ -72,7 +72,8 @@ pub enum Schedule {
     /// Resident when it fits [`RESIDENT_BYTES`], streamed otherwise.
     #[default]
     Auto,
-    /// `aᵀ` loaded once and kept; `b` loaded once, a block of 512 columns at a time.
+    /// `aᵀ` loaded once and kept; `b` loaded once, a block of up to 2048 columns at a time
+    /// (forced on a shape that does not fit, the allocation fails with `NRT_RESOURCE`).
     Resident,
     /// `aᵀ` per block of 128 rows; `b` streamed per K tile, once per block of rows.
     Streamed,
