@@ -179,12 +179,12 @@ fn partition_rules_are_enforced_at_load() {
             "limit",
         ),
         (
-            EngineId::Vector,
+            EngineId::Scalar,
             Instr::Memset {
                 out: AccessPattern::sbuf(DType::F32, 0, 4, 0, 8),
                 bits: 0,
             },
-            "cannot run on VectorE",
+            "cannot run on ScalarE",
         ),
         (
             EngineId::Tensor,

@@ -696,9 +696,11 @@ fn engine_assignment_refusals_are_exact() {
         ),
         "VectorE pc 0: TensorTensor: inputs a and b cannot both be in PSUM (NKI tensor_tensor)"
     );
+    // NKI memset runs on VectorE or GpSimdE (a 1.1 assignment: 1.0 refuses VectorE).
+    accepted(EngineId::Vector, Instr::Memset { out: o, bits: 0 });
     assert_eq!(
-        refusal(EngineId::Vector, Instr::Memset { out: o, bits: 0 }),
-        "VectorE pc 0: Memset cannot run on VectorE (NKI runs it on GpSimdE)"
+        refusal(EngineId::Scalar, Instr::Memset { out: o, bits: 0 }),
+        "ScalarE pc 0: Memset cannot run on ScalarE (NKI runs it on VectorE or GpSimdE)"
     );
     assert_eq!(
         refusal(

@@ -1,17 +1,22 @@
 //! The [`Kernel`]: its tensor and tile tables, the allocators, the recorded engine streams
-//! and DMA descriptors, the synchronisation state, what operations record themselves through
-//! (`check`, `emit_engine`, `emit_dma`), and [`Kernel::build`]. Tensor declarations are in
-//! `tensors.rs`, tile allocation in `tiles.rs`, the operations in `ops/`.
+//! and DMA descriptors, the synchronisation state, the format in use, what operations record
+//! themselves through (`check`, `record`, `emit_dma`), and [`Kernel::build`]. Tensor
+//! declarations are in `tensors.rs`, tile allocation in `tiles.rs`, the operations in `ops/`.
+//!
+//! Footprints come from the instructions and descriptors themselves — `Instr::accesses` and
+//! `DmaEndpoint::region`, what the engine executes and its hazard detector records — so the
+//! synchronisation cannot disagree with what the engine checks.
 
 use std::sync::Arc;
 
 use nrt_core::{Error, err};
 use nrt_sim::engine::{
-    DMA_ENGINES, DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DESCRIPTORS, MemKind, Program,
-    Space, TensorDecl, TensorKind,
+    DMA_ENGINES, DmaBlock, DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DESCRIPTORS, MemKind,
+    Program, Space, TensorDecl, TensorKind,
 };
 
 use crate::alloc::Allocator;
+use crate::format::FormatUse;
 use crate::handle::{Memory, Placement, next_kernel_id};
 use crate::stream::{Item, assemble};
 use crate::sync::{Access, Agent, DmaChunk, MemKey, Rect, Sync};
@@ -46,6 +51,8 @@ pub struct Kernel {
     pub(crate) next_dma: usize,
     /// PSUM rectangles a matmul has started accumulating in (for `accumulate` inference).
     pub(crate) mm_started: Vec<Rect>,
+    /// The program format the operations so far need.
+    format: FormatUse,
 }
 
 impl Kernel {
@@ -64,6 +71,7 @@ impl Kernel {
             descriptors: Vec::new(),
             next_dma: 0,
             mm_started: Vec::new(),
+            format: FormatUse::default(),
         }
     }
 
@@ -91,8 +99,32 @@ impl Kernel {
         self.tensors.get(id as usize).map(|t| t.kind)
     }
 
+    /// Records operation `op` of engine `e`, made of `instrs`, after checking each
+    /// instruction against the ISA (its operand rules, and its engine rules in the format the
+    /// kernel uses: see `format.rs`); nothing is recorded on error. The footprints are the
+    /// instructions' own accesses; a write to PSUM by anything but a matmul restarts
+    /// accumulation there.
+    pub(crate) fn record(&mut self, op: &str, e: EngineId, instrs: &[Instr]) -> Result<(), Error> {
+        let need = self.format.check(op, e, instrs)?;
+        self.format.commit(need);
+        let mut accesses = Vec::new();
+        for ins in instrs {
+            let (acc, n) = ins.accesses();
+            for (ap, write) in acc.iter().take(n).flatten() {
+                if *write && ap.space == Space::Psum && !matches!(ins, Instr::MultiplyMoving { .. })
+                {
+                    let r = Rect::of_region(&ap.region());
+                    self.mm_started.retain(|m| !m.overlaps(&r));
+                }
+                accesses.push(Access::of_pattern(ap, *write));
+            }
+        }
+        self.emit_engine(e, instrs, &accesses);
+        Ok(())
+    }
+
     /// Records an operation of engine `e`: its waits, its instructions, its end.
-    pub(crate) fn emit_engine(&mut self, e: EngineId, instrs: &[Instr], accesses: &[Access]) {
+    fn emit_engine(&mut self, e: EngineId, instrs: &[Instr], accesses: &[Access]) {
         let waits = self.sync.engine_op(e, accesses);
         let pos = self.sync.position(Agent::engine(e));
         if let Some(s) = self.streams.get_mut(e.index()) {
@@ -121,6 +153,10 @@ impl Kernel {
                 "{op}: the kernel would need more than {MAX_DESCRIPTORS} DMA descriptors"
             ));
         }
+        let need = self
+            .format
+            .check_dma(op, descs.iter().any(DmaDescriptor::is_block))?;
+        self.format.commit(need);
         let k = spread.clamp(1, DMA_ENGINES).min(descs.len());
         let per = descs.len().div_ceil(k);
         let groups: Vec<&[DmaDescriptor]> = descs.chunks(per).collect();
@@ -160,60 +196,31 @@ impl Kernel {
         )
     }
 
-    /// The footprints of a group of descriptors (HBM inputs and constants are never written,
-    /// so reading them orders nothing and is not tracked).
+    /// The footprints of a group of descriptors: each end's region (`DmaEndpoint::region`,
+    /// HBM offsets inside the tensor), grouped by memory and direction. HBM inputs and
+    /// constants are never written, so reading them orders nothing and is not tracked.
     fn dma_accesses(&self, descs: &[DmaDescriptor]) -> Vec<Access> {
         let mut by: Vec<((MemKey, bool), Vec<Rect>)> = Vec::new();
         for d in descs {
             for (ep, write) in [(d.src, false), (d.dst, true)] {
-                let one = |p: u32, b: u64| Rect {
-                    p0: p,
-                    p1: p + 1,
-                    b0: b,
-                    b1: b + u64::from(d.len),
-                };
-                let (key, r) = match ep {
-                    DmaEndpoint::Hbm { tensor, offset } => {
+                let key = match ep {
+                    DmaEndpoint::Hbm { tensor, .. }
+                    | DmaEndpoint::Block(DmaBlock {
+                        mem: MemKind::Hbm,
+                        index: tensor,
+                        ..
+                    }) => {
                         if !write && self.read_only(tensor) {
                             continue;
                         }
-                        (MemKey::Hbm(tensor), one(0, offset))
+                        MemKey::Hbm(tensor)
                     }
-                    DmaEndpoint::Sbuf { partition, offset } => {
-                        (MemKey::Sbuf, one(u32::from(partition), u64::from(offset)))
-                    }
-                    DmaEndpoint::Psum { partition, offset } => {
-                        (MemKey::Psum, one(u32::from(partition), u64::from(offset)))
-                    }
-                    // A block endpoint (casts, transposes): its bounding rectangle.
-                    DmaEndpoint::Block(b) => {
-                        let key = match b.mem {
-                            MemKind::Hbm => {
-                                if !write && self.read_only(b.index) {
-                                    continue;
-                                }
-                                MemKey::Hbm(b.index)
-                            }
-                            MemKind::Sbuf => MemKey::Sbuf,
-                            MemKind::Psum => MemKey::Psum,
-                        };
-                        let r = match b.mem {
-                            MemKind::Hbm => Rect {
-                                p0: 0,
-                                p1: 1,
-                                b0: b.offset,
-                                b1: b.offset.saturating_add(b.hbm_span().unwrap_or(u64::MAX)),
-                            },
-                            MemKind::Sbuf | MemKind::Psum => Rect {
-                                p0: b.index,
-                                p1: b.index.saturating_add(b.rows),
-                                b0: b.offset,
-                                b1: b.offset.saturating_add(b.row_bytes()),
-                            },
-                        };
-                        (key, r)
-                    }
+                    _ => match ep.mem() {
+                        MemKind::Psum => MemKey::Psum,
+                        MemKind::Sbuf | MemKind::Hbm => MemKey::Sbuf,
+                    },
                 };
+                let r = Rect::of_region(&ep.region(&[], d.len));
                 match by.iter_mut().find(|(k, _)| *k == (key, write)) {
                     Some((_, v)) => v.push(r),
                     None => by.push(((key, write), vec![r])),

@@ -11,6 +11,96 @@ use crate::view::{Dim, View, shape_str};
 /// The access pattern of an on-chip view (validated against the ISA's rules: partition
 /// start, free-size limits, bounds). The message names the view.
 pub(crate) fn access_pattern(v: &View) -> Result<AccessPattern, Error> {
+    pattern_of(v, merge(free_dims(v)))
+}
+
+/// The access pattern of an on-chip view whose free dimensions `1..split` and `split..` are
+/// merged separately, the second group innermost, and the number of pattern dimensions of
+/// that group (at least 1: a group of size-1 dimensions becomes one dimension of size 1).
+/// What `TensorReduce` needs: its reduced axes are the innermost pattern dimensions.
+pub(crate) fn access_pattern_split(v: &View, split: usize) -> Result<(AccessPattern, u8), Error> {
+    let free = free_dims(v);
+    let cut = split.saturating_sub(1).min(free.len());
+    let (outer, inner) = free.split_at(cut);
+    let mut dims = merge(outer);
+    let mut tail = merge(inner);
+    if tail.is_empty() {
+        tail.push(Dim { size: 1, stride: 1 });
+    }
+    let n = tail.len();
+    dims.extend(tail);
+    let ap = pattern_of(v, dims)?;
+    Ok((ap, n as u8))
+}
+
+/// The access pattern of an on-chip view addressed as free dimensions of `sizes` (outermost
+/// first; their product is the view's elements per partition), iterating its elements in
+/// the same order — a reshape of the free part that copies nothing. Size-1 entries of
+/// `sizes` are dropped; returns the pattern and the indices into `sizes` of the dimensions
+/// it kept. `None` when the view's layout cannot be split that way (a dimension of `sizes`
+/// would straddle two of the view's that do not step contiguously).
+pub(crate) fn access_pattern_shaped(
+    v: &View,
+    sizes: &[usize],
+) -> Result<Option<(AccessPattern, Vec<usize>)>, Error> {
+    let Some(strides) = restride(&merge(free_dims(v)), sizes) else {
+        return Ok(None);
+    };
+    let kept: Vec<usize> = (0..sizes.len())
+        .filter(|&i| sizes.get(i).is_some_and(|&s| s != 1))
+        .collect();
+    let dims = kept
+        .iter()
+        .filter_map(|&i| {
+            Some(Dim {
+                size: *sizes.get(i)?,
+                stride: *strides.get(i)?,
+            })
+        })
+        .collect();
+    Ok(Some((pattern_of(v, dims)?, kept)))
+}
+
+/// The free dimensions of an on-chip view (all but the partition dimension).
+fn free_dims(v: &View) -> &[Dim] {
+    &v.dims[1.min(v.dims.len())..]
+}
+
+/// The strides giving dimensions of `sizes` over the elements of `dims` (merged, no size-1
+/// dimension) in the same row-major order; size-1 entries get stride 0. `None` when not
+/// expressible (or the element counts differ).
+fn restride(dims: &[Dim], sizes: &[usize]) -> Option<Vec<usize>> {
+    let total: usize = dims.iter().map(|d| d.size).product();
+    if sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s)) != Some(total) {
+        return None;
+    }
+    let mut strides = vec![0usize; sizes.len()];
+    // Walk both lists from the innermost end: each view dimension is consumed by a run of
+    // target dimensions that divide it exactly.
+    let mut t = sizes.len();
+    for d in dims.iter().rev() {
+        let mut left = d.size;
+        let mut stride = d.stride;
+        while left > 1 {
+            t = t.checked_sub(1)?;
+            let s = *sizes.get(t)?;
+            if s == 1 {
+                continue;
+            }
+            if left % s != 0 {
+                return None;
+            }
+            *strides.get_mut(t)? = stride;
+            stride = stride.checked_mul(s)?;
+            left /= s;
+        }
+    }
+    // Whatever remains of `sizes` (outermost) must be size 1.
+    sizes.get(..t)?.iter().all(|&s| s == 1).then_some(strides)
+}
+
+/// The access pattern of an on-chip view with the given free dimensions.
+fn pattern_of(v: &View, free: Vec<Dim>) -> Result<AccessPattern, Error> {
     let Some(space) = v.base.mem.space() else {
         return Err(err!(Invalid, "{} is not in SBUF or PSUM", v.base));
     };
@@ -18,7 +108,6 @@ pub(crate) fn access_pattern(v: &View) -> Result<AccessPattern, Error> {
     let partitions = v.partitions();
     let start = v.base.placement.start_partition + v.offset / pitch;
     let elem = v.offset % pitch;
-    let free = merge(&v.dims[1.min(v.dims.len())..]);
     if free.len() > MAX_DIMS {
         return Err(err!(
             Invalid,
@@ -109,7 +198,7 @@ fn endpoint(v: &View, lin: usize) -> Option<DmaEndpoint> {
 /// Elements that follow each other in memory at the innermost end of the (squeezed)
 /// dimensions: the longest contiguous run every run of the view is a multiple of. On-chip
 /// runs never cross a partition.
-fn run_length(v: &View, dims: &[Dim]) -> usize {
+pub(crate) fn run_length(v: &View, dims: &[Dim]) -> usize {
     let mut run = 1usize;
     for d in dims.iter().rev() {
         let is_partition = v.base.mem.is_on_chip() && d.stride == v.base.pitch && d.stride > 0;
@@ -122,7 +211,7 @@ fn run_length(v: &View, dims: &[Dim]) -> usize {
 }
 
 /// The linear position of element `index` (row-major over `dims`) of a view.
-fn linear(v: &View, dims: &[Dim], mut index: usize) -> usize {
+pub(crate) fn linear(v: &View, dims: &[Dim], mut index: usize) -> usize {
     let mut lin = v.offset;
     for d in dims.iter().rev() {
         lin += (index % d.size) * d.stride;
@@ -221,7 +310,7 @@ fn follows(prev: &DmaEndpoint, len: u32, next: &DmaEndpoint) -> bool {
     }
 }
 
-fn gcd(a: usize, b: usize) -> usize {
+pub(crate) fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 

@@ -1,20 +1,20 @@
-//! Elementwise operations on VectorE / ScalarE: `tensor_tensor`, `tensor_scalar`,
-//! `tensor_copy` (VectorE by default; `engine` may choose ScalarE, the other engine this ISA
-//! runs them on) and `activation` (ScalarE, as in NKI).
+//! Elementwise operations: `tensor_tensor` (VectorE; `engine` may choose GpSimdE, or ScalarE
+//! in a format-1.0 kernel; `power` runs on GpSimdE), `tensor_copy` (VectorE; ScalarE or
+//! GpSimdE allowed), `scalar_tensor_tensor` and `reciprocal` (VectorE, as in NKI).
 //!
 //! Operands are SBUF or PSUM tiles with the destination's partition count and elements per
 //! partition (their dimensions may differ). Arithmetic is fp32, rounded once to the
 //! destination type; int32 when every operand is int32.
 
 use nrt_core::Error;
-use nrt_sim::engine::{ActFunc, AluOp, Bias, EngineId, Instr};
+use nrt_sim::engine::{AluOp, EngineId, Instr, ScalarStep};
 
-use super::{Op, engine_for, on_chip, psum_written, require_float, same_size};
+use super::operand::Scalar;
+use super::{Op, engine_for, on_chip, same_size};
 use crate::kernel::Kernel;
-use crate::sync::Access;
 use crate::view::View;
 
-const VS: [EngineId; 2] = [EngineId::Vector, EngineId::Scalar];
+const VSG: [EngineId; 3] = [EngineId::Vector, EngineId::Scalar, EngineId::GpSimd];
 
 /// `dst = data1 op data2` (`nki.isa.tensor_tensor`).
 #[derive(Clone, Copy, Debug)]
@@ -27,7 +27,9 @@ pub struct TensorTensor<'a> {
     pub data2: &'a View,
     /// Operation.
     pub op: AluOp,
-    /// Engine (VectorE by default; ScalarE allowed).
+    /// Engine: VectorE by default (GpSimdE for `power`, which only it runs); GpSimdE for
+    /// every operation but the bitvec ones (VectorE only); ScalarE in a format-1.0 kernel
+    /// (add, subtract, multiply, maximum).
     pub engine: Option<EngineId>,
 }
 
@@ -38,7 +40,12 @@ impl Op for TensorTensor<'_> {
 
     fn lower(&self, k: &mut Kernel) -> Result<(), Error> {
         let n = self.name();
-        let e = engine_for(n, self.engine, EngineId::Vector, &VS)?;
+        let default = if self.op == AluOp::Power {
+            EngineId::GpSimd
+        } else {
+            EngineId::Vector
+        };
+        let e = engine_for(n, self.engine, default, &VSG)?;
         let out = on_chip(k, self.dst, n, "dst")?;
         let a = on_chip(k, self.data1, n, "data1")?;
         let b = on_chip(k, self.data2, n, "data2")?;
@@ -50,56 +57,7 @@ impl Op for TensorTensor<'_> {
             b,
             out,
         };
-        let acc = [
-            Access::of_pattern(&a, false),
-            Access::of_pattern(&b, false),
-            Access::of_pattern(&out, true),
-        ];
-        psum_written(k, &out);
-        k.emit_engine(e, &[ins], &acc);
-        Ok(())
-    }
-}
-
-/// `dst = data op operand` (`nki.isa.tensor_scalar`, one operation).
-#[derive(Clone, Copy, Debug)]
-pub struct TensorScalar<'a> {
-    /// Destination.
-    pub dst: &'a View,
-    /// Input.
-    pub data: &'a View,
-    /// Operation.
-    pub op: AluOp,
-    /// Scalar operand.
-    pub operand: f32,
-    /// Engine (VectorE by default; ScalarE allowed).
-    pub engine: Option<EngineId>,
-}
-
-impl Op for TensorScalar<'_> {
-    fn name(&self) -> &'static str {
-        "tensor_scalar"
-    }
-
-    fn lower(&self, k: &mut Kernel) -> Result<(), Error> {
-        let n = self.name();
-        let e = engine_for(n, self.engine, EngineId::Vector, &VS)?;
-        let out = on_chip(k, self.dst, n, "dst")?;
-        let src = on_chip(k, self.data, n, "data")?;
-        same_size(n, "data", self.data, &src, self.dst, &out)?;
-        let ins = Instr::TensorScalar {
-            op: self.op,
-            src,
-            scalar: self.operand,
-            out,
-        };
-        let acc = [
-            Access::of_pattern(&src, false),
-            Access::of_pattern(&out, true),
-        ];
-        psum_written(k, &out);
-        k.emit_engine(e, &[ins], &acc);
-        Ok(())
+        k.record(n, e, &[ins])
     }
 }
 
@@ -110,7 +68,7 @@ pub struct TensorCopy<'a> {
     pub dst: &'a View,
     /// Source.
     pub src: &'a View,
-    /// Engine (VectorE by default; ScalarE allowed).
+    /// Engine (VectorE by default; ScalarE or GpSimdE allowed, GpSimdE in SBUF only).
     pub engine: Option<EngineId>,
 }
 
@@ -121,68 +79,78 @@ impl Op for TensorCopy<'_> {
 
     fn lower(&self, k: &mut Kernel) -> Result<(), Error> {
         let n = self.name();
-        let e = engine_for(n, self.engine, EngineId::Vector, &VS)?;
+        let e = engine_for(n, self.engine, EngineId::Vector, &VSG)?;
         let out = on_chip(k, self.dst, n, "dst")?;
         let src = on_chip(k, self.src, n, "src")?;
         same_size(n, "src", self.src, &src, self.dst, &out)?;
-        let acc = [
-            Access::of_pattern(&src, false),
-            Access::of_pattern(&out, true),
-        ];
-        psum_written(k, &out);
-        k.emit_engine(e, &[Instr::TensorCopy { src, out }], &acc);
-        Ok(())
+        k.record(n, e, &[Instr::TensorCopy { src, out }])
     }
 }
 
-/// The bias of an [`Activation`]: none, one value, or one value per partition (a `[P, 1]`
-/// view with the input's partitions).
+/// `dst = (data op0 operand0) op1 operand1` on VectorE, `operand0` a scalar or `[P, 1]`
+/// operand and `operand1` a tensor like `data` (`nki.isa.scalar_tensor_tensor`); arithmetic
+/// operations only; `data` and `operand1` not both in PSUM.
 #[derive(Clone, Copy, Debug)]
-pub enum ActBias<'a> {
-    /// No bias (0).
-    None,
-    /// The same value for every element.
-    Scalar(f32),
-    /// One value per partition.
-    Tile(&'a View),
-}
-
-impl From<f32> for ActBias<'_> {
-    fn from(v: f32) -> Self {
-        ActBias::Scalar(v)
-    }
-}
-
-impl<'a> From<&'a View> for ActBias<'a> {
-    fn from(v: &'a View) -> Self {
-        ActBias::Tile(v)
-    }
-}
-
-impl<'a> From<&'a crate::tiles::Tile> for ActBias<'a> {
-    fn from(v: &'a crate::tiles::Tile) -> Self {
-        ActBias::Tile(v.view())
-    }
-}
-
-/// `dst = op(data · scale + bias)` on ScalarE (`nki.isa.activation`).
-#[derive(Clone, Copy, Debug)]
-pub struct Activation<'a> {
-    /// Destination (float).
+pub struct ScalarTensorTensor<'a> {
+    /// Destination.
     pub dst: &'a View,
-    /// Function.
-    pub op: ActFunc,
-    /// Input (float).
+    /// Input.
     pub data: &'a View,
-    /// Bias.
-    pub bias: ActBias<'a>,
-    /// Scale.
-    pub scale: f32,
+    /// First operation.
+    pub op0: AluOp,
+    /// Its scalar operand.
+    pub operand0: Scalar<'a>,
+    /// `operand0 op0 data` instead of `data op0 operand0`.
+    pub reverse0: bool,
+    /// Second operation.
+    pub op1: AluOp,
+    /// Its tensor operand, shaped like `data`.
+    pub operand1: &'a View,
+    /// `operand1 op1 (…)` instead of `(…) op1 operand1`.
+    pub reverse1: bool,
 }
 
-impl Op for Activation<'_> {
+impl Op for ScalarTensorTensor<'_> {
     fn name(&self) -> &'static str {
-        "activation"
+        "scalar_tensor_tensor"
+    }
+
+    fn lower(&self, k: &mut Kernel) -> Result<(), Error> {
+        let n = self.name();
+        let out = on_chip(k, self.dst, n, "dst")?;
+        let data = on_chip(k, self.data, n, "data")?;
+        let data2 = on_chip(k, self.operand1, n, "operand1")?;
+        same_size(n, "data", self.data, &data, self.dst, &out)?;
+        same_size(n, "operand1", self.operand1, &data2, self.dst, &out)?;
+        let operand = self.operand0.lower(k, n, "operand0", out.partitions)?;
+        let ins = Instr::ScalarTensorTensor {
+            data,
+            first: ScalarStep {
+                op: self.op0,
+                operand,
+                reverse: self.reverse0,
+            },
+            op1: self.op1,
+            data2,
+            reverse1: self.reverse1,
+            out,
+        };
+        k.record(n, EngineId::Vector, &[ins])
+    }
+}
+
+/// `dst = 1 / data` on VectorE, correctly rounded fp32 (`nki.isa.reciprocal`).
+#[derive(Clone, Copy, Debug)]
+pub struct Reciprocal<'a> {
+    /// Destination.
+    pub dst: &'a View,
+    /// Input.
+    pub data: &'a View,
+}
+
+impl Op for Reciprocal<'_> {
+    fn name(&self) -> &'static str {
+        "reciprocal"
     }
 
     fn lower(&self, k: &mut Kernel) -> Result<(), Error> {
@@ -190,43 +158,12 @@ impl Op for Activation<'_> {
         let out = on_chip(k, self.dst, n, "dst")?;
         let src = on_chip(k, self.data, n, "data")?;
         same_size(n, "data", self.data, &src, self.dst, &out)?;
-        require_float(self.data, n, "data")?;
-        require_float(self.dst, n, "dst")?;
-        let mut acc = vec![Access::of_pattern(&src, false)];
-        let bias = match self.bias {
-            ActBias::None => Bias::Imm(0.0),
-            ActBias::Scalar(v) => Bias::Imm(v),
-            ActBias::Tile(b) => {
-                let ap = on_chip(k, b, n, "bias")?;
-                require_float(b, n, "bias")?;
-                if ap.partitions != out.partitions || ap.free_elems() != 1 {
-                    return Err(nrt_core::err!(
-                        Invalid,
-                        "{n}: bias {} must be [{}, 1] (one value per partition of dst)",
-                        b.describe(),
-                        out.partitions
-                    ));
-                }
-                acc.push(Access::of_pattern(&ap, false));
-                Bias::PerPartition(ap)
-            }
-        };
-        acc.push(Access::of_pattern(&out, true));
-        let ins = Instr::Activation {
-            func: self.op,
-            src,
-            out,
-            scale: self.scale,
-            bias,
-        };
-        psum_written(k, &out);
-        k.emit_engine(EngineId::Scalar, &[ins], &acc);
-        Ok(())
+        k.record(n, EngineId::Vector, &[Instr::Reciprocal { src, out }])
     }
 }
 
 impl Kernel {
-    /// `dst = data1 op data2` on VectorE (`nki.isa.tensor_tensor`).
+    /// `dst = data1 op data2` on VectorE, or GpSimdE for `power` (`nki.isa.tensor_tensor`).
     pub fn tensor_tensor(
         &mut self,
         dst: &View,
@@ -243,23 +180,6 @@ impl Kernel {
         })
     }
 
-    /// `dst = data op operand` on VectorE (`nki.isa.tensor_scalar`).
-    pub fn tensor_scalar(
-        &mut self,
-        dst: &View,
-        data: &View,
-        op: AluOp,
-        operand: f32,
-    ) -> Result<(), Error> {
-        self.emit(TensorScalar {
-            dst,
-            data,
-            op,
-            operand,
-            engine: None,
-        })
-    }
-
     /// `dst = src` with dtype conversion, on VectorE (`nki.isa.tensor_copy`).
     pub fn tensor_copy(&mut self, dst: &View, src: &View) -> Result<(), Error> {
         self.emit(TensorCopy {
@@ -269,22 +189,31 @@ impl Kernel {
         })
     }
 
-    /// `dst = op(data · scale + bias)` on ScalarE (`nki.isa.activation`); `bias` is
-    /// `ActBias::None`, an `f32` or a `[P, 1]` tile view.
-    pub fn activation<'a>(
+    /// `dst = (data op0 operand0) op1 operand1` on VectorE (`nki.isa.scalar_tensor_tensor`;
+    /// the reversed forms through [`ScalarTensorTensor`]).
+    pub fn scalar_tensor_tensor<'a>(
         &mut self,
-        dst: &View,
-        op: ActFunc,
-        data: &View,
-        bias: impl Into<ActBias<'a>>,
-        scale: f32,
+        dst: &'a View,
+        data: &'a View,
+        op0: AluOp,
+        operand0: impl Into<Scalar<'a>>,
+        op1: AluOp,
+        operand1: &'a View,
     ) -> Result<(), Error> {
-        self.emit(Activation {
+        self.emit(ScalarTensorTensor {
             dst,
-            op,
             data,
-            bias: bias.into(),
-            scale,
+            op0,
+            operand0: operand0.into(),
+            reverse0: false,
+            op1,
+            operand1,
+            reverse1: false,
         })
+    }
+
+    /// `dst = 1 / data` on VectorE (`nki.isa.reciprocal`).
+    pub fn reciprocal(&mut self, dst: &View, data: &View) -> Result<(), Error> {
+        self.emit(Reciprocal { dst, data })
     }
 }

@@ -1,12 +1,11 @@
-//! Fills on GpSimdE: `memset` (a constant) and `iota` (an affine ramp). GpSimdE reaches SBUF
-//! only, as in NKI.
+//! Fills: `memset` (a constant; GpSimdE by default, or VectorE, as NKI allows) and `iota`
+//! (an affine ramp, GpSimdE). GpSimdE reaches SBUF only, as in NKI.
 
 use nrt_core::{Error, err};
 use nrt_sim::engine::{DType, EngineId, Instr};
 
-use super::{Op, engine_for, gpsimd_reach, on_chip, psum_written};
+use super::{Op, engine_for, gpsimd_reach, on_chip};
 use crate::kernel::Kernel;
-use crate::sync::Access;
 use crate::view::View;
 
 /// Fills `dst` with `value` (`nki.isa.memset`).
@@ -16,7 +15,8 @@ pub struct Memset<'a> {
     pub dst: &'a View,
     /// Value: an integer for int32 destinations, rounded to the destination type otherwise.
     pub value: f64,
-    /// Engine (NKI allows VectorE or GpSimdE; this ISA runs `Memset` on GpSimdE).
+    /// Engine: GpSimdE by default, or VectorE (NKI's two; VectorE makes the kernel format
+    /// 1.1, and reaches PSUM).
     pub engine: Option<EngineId>,
 }
 
@@ -27,7 +27,12 @@ impl Op for Memset<'_> {
 
     fn lower(&self, k: &mut Kernel) -> Result<(), Error> {
         let n = self.name();
-        let e = engine_for(n, self.engine, EngineId::GpSimd, &[EngineId::GpSimd])?;
+        let e = engine_for(
+            n,
+            self.engine,
+            EngineId::GpSimd,
+            &[EngineId::GpSimd, EngineId::Vector],
+        )?;
         let out = on_chip(k, self.dst, n, "dst")?;
         gpsimd_reach(e, self.dst, n, "dst")?;
         let bits = if self.dst.dtype == DType::I32 {
@@ -43,13 +48,7 @@ impl Op for Memset<'_> {
         } else {
             (self.value as f32).to_bits()
         };
-        psum_written(k, &out);
-        k.emit_engine(
-            e,
-            &[Instr::Memset { out, bits }],
-            &[Access::of_pattern(&out, true)],
-        );
-        Ok(())
+        k.record(n, e, &[Instr::Memset { out, bits }])
     }
 }
 
@@ -83,14 +82,12 @@ impl Op for Iota<'_> {
             partition_step: self.partition_step,
             free_step: self.free_step,
         };
-        psum_written(k, &out);
-        k.emit_engine(EngineId::GpSimd, &[ins], &[Access::of_pattern(&out, true)]);
-        Ok(())
+        k.record(n, EngineId::GpSimd, &[ins])
     }
 }
 
 impl Kernel {
-    /// Fills `dst` with `value` on GpSimdE (`nki.isa.memset`).
+    /// Fills `dst` with `value` on GpSimdE (`nki.isa.memset`; VectorE through [`Memset`]).
     pub fn memset(&mut self, dst: &View, value: f64) -> Result<(), Error> {
         self.emit(Memset {
             dst,

@@ -14,7 +14,6 @@ use nrt_sim::engine::{DType, EngineId, Instr, PSUM_BANK_BYTES};
 use super::{Op, on_chip, psum_rect, require, require_float};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
-use crate::sync::Access;
 use crate::view::View;
 
 /// `dst = stationaryᵀ · moving`, overwriting or accumulating (`nki.isa.nc_matmul`).
@@ -138,20 +137,11 @@ impl Op for NcMatmul<'_> {
                 accumulate,
             },
         ];
-        for i in &instrs {
-            i.validate_operands()
-                .map_err(|e| err!(Invalid, "{n}: {}", e.message()))?;
-        }
+        k.record(n, EngineId::Tensor, &instrs)?;
         if !accumulate {
             k.mm_started.retain(|s| !s.overlaps(&rect));
             k.mm_started.push(rect);
         }
-        let acc = [
-            Access::of_pattern(&sap, false),
-            Access::of_pattern(&map, false),
-            Access::of_pattern(&dap, true),
-        ];
-        k.emit_engine(EngineId::Tensor, &instrs, &acc);
         Ok(())
     }
 }

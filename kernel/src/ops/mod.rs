@@ -3,28 +3,51 @@
 //! [`Kernel`] taking the NKI arguments in NKI's order, destination first.
 //!
 //! Lowering an operation validates everything first (views of this kernel, live tiles,
-//! spaces, shapes, dtypes, the ISA's size rules) and only then records it, so a failed
-//! operation leaves the kernel unchanged. Recording goes through two calls:
-//! `Kernel::emit_engine(engine, instructions, accesses)` for engine work and
-//! `Kernel::emit_dma(..)` for DMA; synchronisation follows from the accesses.
+//! spaces, shapes, dtypes, the ISA's rules) and only then records it, so a failed operation
+//! leaves the kernel unchanged. Recording goes through two calls: `Kernel::record(op,
+//! engine, instructions)` for engine work — it checks each instruction against the ISA
+//! (`Instr::validate_operands`, and `Instr::check_engine` in the kernel's format) and takes
+//! the footprints from the instructions themselves (`Instr::accesses`) — and
+//! `Kernel::emit_dma(..)` for DMA, whose footprints are the descriptors' regions;
+//! synchronisation follows from the footprints.
 //!
 //! Adding an instruction the ISA gains is local: a struct, its `lower` (operand checks with
-//! the helpers below, the `Instr`, its reads and writes), a convenience method.
+//! the helpers below, the `Instr`), a convenience method.
 //!
-//! * `dma.rs` — `dma_copy`;
-//! * `elementwise.rs` — `tensor_tensor`, `tensor_scalar`, `tensor_copy`, `activation`;
+//! * `operand.rs` — [`Scalar`] operands (an immediate or a `[P, 1]` view);
+//! * `dma.rs` — `dma_copy` (with casts), `dma_transpose`;
+//! * `elementwise.rs` — `tensor_tensor`, `tensor_copy`, `scalar_tensor_tensor`,
+//!   `reciprocal`;
+//! * `scalar.rs` — `tensor_scalar` (one or two operations);
+//! * `activation.rs` — `activation`, `activation_reduce`;
+//! * `reduce.rs` — `tensor_reduce`, `bn_stats`, `bn_aggr`, `max8`, `nc_find_index8`,
+//!   `tensor_tensor_scan`;
+//! * `select.rs` — `affine_select`, `range_select`;
+//! * `transpose.rs` — `nc_transpose`;
 //! * `fill.rs` — `memset`, `iota`;
 //! * `matmul.rs` — `nc_matmul`.
 
+mod activation;
 mod dma;
 mod elementwise;
 mod fill;
 mod matmul;
+mod operand;
+mod reduce;
+mod scalar;
+mod select;
+mod transpose;
 
-pub use dma::DmaCopy;
-pub use elementwise::{ActBias, Activation, TensorCopy, TensorScalar, TensorTensor};
+pub use activation::{ActBias, Activation};
+pub use dma::{DmaCopy, DmaTranspose};
+pub use elementwise::{Reciprocal, ScalarTensorTensor, TensorCopy, TensorTensor};
 pub use fill::{Iota, Memset};
 pub use matmul::NcMatmul;
+pub use operand::Scalar;
+pub use reduce::{BnAggr, BnStats, FindIndex8, Max8, TensorReduce, TensorTensorScan};
+pub use scalar::{TensorScalar, TensorScalarChain};
+pub use select::{AffineSelect, RangeSelect};
+pub use transpose::NcTranspose;
 
 use nrt_core::{Error, err};
 use nrt_sim::engine::{AccessPattern, EngineId, Space};
@@ -88,8 +111,9 @@ pub(crate) fn require_float(v: &View, op: &str, role: &str) -> Result<(), Error>
     Ok(())
 }
 
-/// The engine of an operation: the requested one if the ISA runs the instruction there
-/// (`allowed`), else `default`.
+/// The engine of an operation: the requested one (or `default`) if the ISA runs the
+/// operation there in some format (`allowed`). The exact rules of the instruction (which
+/// operations, which memories, which format) are checked when it is recorded.
 pub(crate) fn engine_for(
     op: &str,
     requested: Option<EngineId>,
@@ -99,10 +123,13 @@ pub(crate) fn engine_for(
     let e = requested.unwrap_or(default);
     if !allowed.contains(&e) {
         let names: Vec<&str> = allowed.iter().map(|a| a.name()).collect();
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
         return Err(err!(
             Invalid,
-            "{op}: cannot run on {e} (this ISA runs it on {})",
-            names.join(" or ")
+            "{op}: cannot run on {e} (this ISA runs it on {list})"
         ));
     }
     Ok(e)
@@ -146,20 +173,5 @@ pub(crate) fn same_size(
 
 /// The PSUM rectangle of a pattern.
 pub(crate) fn psum_rect(ap: &AccessPattern) -> Option<Rect> {
-    (ap.space == Space::Psum).then(|| {
-        let r = ap.region();
-        Rect {
-            p0: r.p0,
-            p1: r.p1,
-            b0: r.b0,
-            b1: r.b1,
-        }
-    })
-}
-
-/// A write to PSUM by something other than a matmul: accumulation there starts afresh.
-pub(crate) fn psum_written(k: &mut Kernel, ap: &AccessPattern) {
-    if let Some(r) = psum_rect(ap) {
-        k.mm_started.retain(|m| !m.overlaps(&r));
-    }
+    (ap.space == Space::Psum).then(|| Rect::of_region(&ap.region()))
 }

@@ -1,9 +1,10 @@
 //! The access log: which agent's operation (at which position) last read or wrote which bytes,
 //! per memory, and the dependencies a new access has on it.
 //!
-//! Footprints are the hazard detector's: an engine instruction's operand covers its partition
-//! range × the byte range of its pattern (a bounding box), a DMA descriptor its one partition
-//! (or HBM bytes) × its bytes. Two accesses conflict when their footprints overlap and one of
+//! Footprints are the hazard detector's, taken from the engine (`Instr::accesses` with
+//! `AccessPattern::region`, `DmaEndpoint::region`): an engine instruction's operand covers its
+//! partition range × the byte range of its pattern (a bounding box), a DMA descriptor's end
+//! its partitions (or HBM bytes) × its bytes. Two accesses conflict when their footprints overlap and one of
 //! them writes. HBM is tracked per tensor (distinct tensors never share bytes).
 //!
 //! The log forgets what can no longer matter: a write removes the records it covers (every
@@ -12,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use nrt_sim::engine::{AccessPattern, MemKind};
+use nrt_sim::engine::{AccessPattern, MemKind, Region};
 
 use super::agent::{Agent, Clock};
 
@@ -35,6 +36,17 @@ pub(crate) struct Rect {
 }
 
 impl Rect {
+    /// The rectangle of an engine region (`AccessPattern::region`, `DmaEndpoint::region`):
+    /// the one conversion from the engine's footprints to the log's.
+    pub(crate) fn of_region(r: &Region) -> Rect {
+        Rect {
+            p0: r.p0,
+            p1: r.p1,
+            b0: r.b0,
+            b1: r.b1,
+        }
+    }
+
     pub(crate) fn overlaps(&self, o: &Rect) -> bool {
         self.p0 < o.p1 && o.p0 < self.p1 && self.b0 < o.b1 && o.b0 < self.b1
     }
@@ -62,7 +74,8 @@ pub(crate) struct Access {
 }
 
 impl Access {
-    /// The footprint of an engine operand.
+    /// The footprint of an engine operand (`AccessPattern::region`, what the engine's hazard
+    /// detector records).
     pub(crate) fn of_pattern(ap: &AccessPattern, write: bool) -> Access {
         let r = ap.region();
         Access {
@@ -71,12 +84,7 @@ impl Access {
                 MemKind::Sbuf | MemKind::Hbm => MemKey::Sbuf,
             },
             write,
-            rects: vec![Rect {
-                p0: r.p0,
-                p1: r.p1,
-                b0: r.b0,
-                b1: r.b1,
-            }],
+            rects: vec![Rect::of_region(&r)],
         }
     }
 

@@ -134,11 +134,13 @@ impl DmaEndpoint {
         }
     }
 
-    /// The footprint of `len` bytes at this endpoint (of the whole block for a block), given
+    /// The footprint of `len` bytes at this endpoint (of the whole block for a block: its
+    /// partition range × the bytes of one row on chip, first to last element in HBM), given
     /// the HBM base address of each program tensor (an HBM tensor missing from `bases` counts
-    /// from 0).
+    /// from 0, so `&[]` gives offsets inside the tensor). This is the region the executor
+    /// moves and the hazard detector records for a descriptor's end.
     #[inline]
-    pub(crate) fn region(&self, bases: &[u64], len: u32) -> Region {
+    pub fn region(&self, bases: &[u64], len: u32) -> Region {
         match *self {
             DmaEndpoint::Hbm { tensor, offset } => {
                 let base = bases.get(tensor as usize).copied().unwrap_or(0);

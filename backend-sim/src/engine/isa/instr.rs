@@ -470,9 +470,8 @@ impl Instr {
             | Instr::TensorScalarChain { .. } => {
                 matches!(engine, EngineId::Vector | EngineId::Scalar)
             }
-            Instr::Memset { .. } | Instr::Iota { .. } | Instr::AffineSelect { .. } => {
-                matches!(engine, EngineId::GpSimd)
-            }
+            Instr::Memset { .. } => matches!(engine, EngineId::GpSimd | EngineId::Vector),
+            Instr::Iota { .. } | Instr::AffineSelect { .. } => matches!(engine, EngineId::GpSimd),
             Instr::Activate { .. } => matches!(engine, EngineId::Scalar),
             Instr::Transpose { .. } => matches!(engine, EngineId::Tensor | EngineId::Vector),
             Instr::ScalarTensorTensor { .. }
@@ -487,9 +486,15 @@ impl Instr {
         }
     }
 
-    /// The accesses of a data-path instruction: `(pattern, is_write)`, reads first, then the
-    /// main output, then any second output.
-    pub(crate) fn accesses(&self) -> ([Option<(AccessPattern, bool)>; MAX_ACCESSES], usize) {
+    /// The memory accesses of a data-path instruction, exactly those the executor performs and
+    /// the hazard detector records: `(pattern, is_write)` for every operand that reads or
+    /// writes SBUF/PSUM — the inputs first (per-partition operands, biases and scales
+    /// included), then the main output, then any second output (an `Activate` reduction, a
+    /// `RangeSelect` maximum). The first `n` entries of the array are `Some`, the rest `None`;
+    /// control instructions have none. Tools that schedule instructions (the `nrt-kernel`
+    /// synchronisation) derive their footprints from this, so they cannot disagree with what
+    /// the engine checks.
+    pub fn accesses(&self) -> ([Option<(AccessPattern, bool)>; MAX_ACCESSES], usize) {
         let mut out = [None; MAX_ACCESSES];
         let mut n = 0;
         let mut push = |ap: AccessPattern, w: bool| {

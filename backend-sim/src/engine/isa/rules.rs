@@ -8,7 +8,7 @@
 //! existing program, builder and kernel stays valid with the same results and ticks. A
 //! format-1.1 program follows NKI: `Activation` on ScalarE only, `TensorTensor` on VectorE or
 //! GpSimdE (`power` on GpSimdE only), `TensorScalar` on VectorE, or on ScalarE for multiply,
-//! add, or multiply then add.
+//! add, or multiply then add, `Memset` on VectorE or GpSimdE.
 
 use nrt_core::{Error, err};
 
@@ -104,9 +104,9 @@ pub(crate) fn check_engine(ins: &Instr, engine: EngineId, minor: u16) -> Result<
         }
         Instr::Activation { .. } | Instr::Activate { .. } => &[EngineId::Scalar],
         Instr::TensorCopy { .. } => &[EngineId::Vector, EngineId::Scalar, EngineId::GpSimd],
-        Instr::Memset { .. } | Instr::Iota { .. } | Instr::AffineSelect { .. } => {
-            &[EngineId::GpSimd]
-        }
+        // NKI memset: "using Vector or GpSimd Engine".
+        Instr::Memset { .. } => &[EngineId::Vector, EngineId::GpSimd],
+        Instr::Iota { .. } | Instr::AffineSelect { .. } => &[EngineId::GpSimd],
         Instr::Transpose { src, out } => {
             if engine == EngineId::Tensor {
                 require_space(src, Space::Sbuf, "Transpose input on TensorE")?;
@@ -186,6 +186,30 @@ pub(crate) fn check_engine(ins: &Instr, engine: EngineId, minor: u16) -> Result<
         }
     }
     Ok(())
+}
+
+impl Instr {
+    /// The lowest format minor that can express this instruction on `engine`: 0 when format
+    /// 1.0 accepts it there (its instructions, ALU codes 0–3 and engine assignments), 1
+    /// otherwise. A program's minor ([`Program::format_minor`]) is the largest over its
+    /// instructions (and 1 with a block descriptor).
+    ///
+    /// [`Program::format_minor`]: crate::engine::Program::format_minor
+    pub fn format_minor_on(&self, engine: EngineId) -> u16 {
+        required_minor(self, engine)
+    }
+
+    /// The engine and memory rules of this instruction on `engine` in a program of format
+    /// minor `minor` — what [`Program::validate`] checks besides the operand rules
+    /// ([`Instr::validate_operands`]): 1.0's assignments for minor 0; NKI's for 1 (which
+    /// engines run it, ScalarE's tensor–scalar operations, GpSimdE's lack of PSUM access,
+    /// each engine's transpose limits). The message names the instruction and the engines
+    /// allowed, not the engine's pc.
+    ///
+    /// [`Program::validate`]: crate::engine::Program::validate
+    pub fn check_engine(&self, engine: EngineId, minor: u16) -> Result<(), Error> {
+        check_engine(self, engine, minor)
+    }
 }
 
 fn scalar_ops(name: &str, ops: &str, legacy: bool) -> Error {
