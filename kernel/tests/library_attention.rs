@@ -64,8 +64,8 @@ fn kernel(c: &Case) -> Program {
 /// the probabilities are stored): a score error `e_s` (fp32 accumulation over `d` products,
 /// `d·u·scale·Σ|q_t·k_t|`, plus the scaling's rounding) moves every probability by a factor
 /// within `exp(±2·e_s)`; the probabilities are rounded once to the input dtype (`u_p`); the
-/// fp32 row sum and the P·V accumulation over `nk` terms add `nk·u` each, exp, reciprocal
-/// and the final multiply a few `u`. Relative to `Σ p·|v| / Σ p ≤ max|v|`, with a factor 2
+/// fp32 row sum and the P·V accumulation over `nk` terms add `nk·u` each, exp and the
+/// final division a few `u`. Relative to `Σ p·|v| / Σ p ≤ max|v|`, with a factor 2
 /// of slack: `tol = 2·max|v|·(2·e_s + 2·(nk + 4)·u + 2·u_p)`.
 fn check(c: &Case, seed: u64) {
     let p = kernel(c);
@@ -230,6 +230,12 @@ fn misuse_is_an_error() {
     )
     .unwrap_err();
     assert!(e.message().contains("head dimension"), "{}", e.message());
+    let neg = AttentionConfig {
+        causal: false,
+        scale: Some(-1.0),
+    };
+    let e = attention(&mut k, &out, &q, &q, &q, &neg).unwrap_err();
+    assert!(e.message().contains("positive"), "{}", e.message());
     let qi = k.input("qi", DType::I32, &[10, 64]).unwrap();
     let e = attention(&mut k, &out, &qi, &qi, &qi, &AttentionConfig::default()).unwrap_err();
     assert!(e.message().contains("float"), "{}", e.message());
