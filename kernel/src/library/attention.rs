@@ -251,9 +251,10 @@ pub fn build_attention(
     k.build()
 }
 
-/// A `[128, 128]` identity matrix in `dt` (ones where partition = column).
-fn identity(k: &mut Kernel, dt: DType) -> Result<Tile, Error> {
-    let ident = k.sbuf_tile("attn_identity", dt, &[128, 128])?;
+/// A `[128, 128]` identity matrix in `dt` (ones where partition = column), a tile named
+/// `name` (for transposes on TensorE: `nc_matmul` of `x` by it is `xᵀ`, exactly).
+pub(crate) fn identity(k: &mut Kernel, dt: DType, name: &str) -> Result<Tile, Error> {
+    let ident = k.sbuf_tile(name, dt, &[128, 128])?;
     k.scope(|k| {
         let ones = k.sbuf_tile("attn_ones", dt, &[128, 128])?;
         k.memset(&ones, 1.0)?;
@@ -330,7 +331,7 @@ impl Bufs {
             ("attn_pT_psum", ps, f32, vec![128, 128]),
             ("attn_pT", sb, dt, vec![128, 128]),
         ];
-        let ident = identity(k, dt)?;
+        let ident = identity(k, dt, "attn_identity")?;
         let mut pools = Vec::new();
         for (name, mem, t, shape) in specs {
             match k.tile_pool(name, mem, t, &shape, 2) {
