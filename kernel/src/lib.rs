@@ -84,7 +84,9 @@
 //! access patterns and DMA descriptors); `alloc.rs` (the tile allocator); `sync/` (agents and
 //! clocks, the access log, the wait planner); `stream.rs` (engine streams and their assembly
 //! into a program) → `kernel.rs` ([`Kernel`]) → `tensors.rs` ([`Tensor`]), `tiles.rs`
-//! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations).
+//! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations) → `library/`
+//! (kernels written with the public API: [`library::attention`], [`library::conv`],
+//! [`library::pool`]).
 
 #![forbid(unsafe_code)]
 
