@@ -23,9 +23,11 @@
 //!    output element rather than a multiply per probability), rounded to the output dtype
 //!    and stored.
 //!
-//! Every tile lives in a pool of two buffers, and the scores and softmax of query tile
-//! `i + 1` are emitted before the `P·V` of tile `i` (software pipelining), so the engines'
-//! in-order streams overlap consecutive tiles and heads.
+//! Every tile lives in a pool of two buffers (four for the transposed `P` blocks), the
+//! scores and softmax of query tile `i + 1` are emitted before the `P·V` of tile `i`
+//! (software pipelining), the transposes of `P` run two blocks ahead of their products, `Kᵀ`
+//! is loaded in blocks of 512 keys and `V` after the first scores are issued — so the
+//! engines' in-order streams overlap consecutive tiles and heads.
 //!
 //! Matmul operands are in the input dtype (fp32 or bf16); every accumulation (scores, row
 //! sums, `P·V`) is fp32.
@@ -34,6 +36,8 @@
 //! `key ≤ query`); a positive scale. Two buffers of the scores and probabilities of a query
 //! tile and of `Kᵀ` and `V` stay in SBUF (about `24·Sk` bytes per partition in fp32), which
 //! bounds `Sk` to about 8 K keys in fp32; running out is an allocation error.
+
+use std::collections::VecDeque;
 
 use nrt_core::{Error, err};
 use nrt_sim::engine::{ActFn, AluOp, DType, EngineId, Program};
@@ -56,6 +60,8 @@ pub struct AttentionConfig {
 }
 
 const OP: &str = "attention";
+/// Chunks of `P` transposed ahead of their product with `V`.
+const LOOKAHEAD: usize = 2;
 /// Keys per score block (one PSUM bank of fp32).
 const KEY_BLOCK: usize = 512;
 
@@ -317,7 +323,7 @@ impl Bufs {
     fn new(k: &mut Kernel, sh: &Shape) -> Result<Bufs, Error> {
         let (sk, d, dt) = (sh.sk, sh.d, sh.dt);
         let (sb, ps, f32) = (Memory::Sbuf, Memory::Psum, DType::F32);
-        let specs: [(&str, Memory, DType, Vec<usize>); 12] = [
+        let specs: [(&str, Memory, DType, Vec<usize>); PT + 1] = [
             ("attn_kT", sb, dt, vec![d, sk]),
             ("attn_v", sb, dt, vec![128, sk.div_ceil(128), d]),
             ("attn_qT", sb, dt, vec![d, 128]),
@@ -334,7 +340,12 @@ impl Bufs {
         let ident = identity(k, dt, "attn_identity")?;
         let mut pools = Vec::new();
         for (name, mem, t, shape) in specs {
-            match k.tile_pool(name, mem, t, &shape, 2) {
+            let bufs = if matches!(name, "attn_pT_psum" | "attn_pT") {
+                LOOKAHEAD + 2
+            } else {
+                2
+            };
+            match k.tile_pool(name, mem, t, &shape, bufs) {
                 Ok(p) => pools.push(p),
                 Err(e) => {
                     let _ = (Bufs { ident, pools }).free(k);
@@ -375,21 +386,34 @@ impl Bufs {
         v: &View,
     ) -> Result<(), Error> {
         let (sk, d) = (sh.sk, sh.d);
+        // Kᵀ in blocks of keys, so the first scores wait only for the first block; V is
+        // loaded after the first query tile's scores are issued (it is needed only by P·V).
         let kt = self.take(k, KT, d, sk)?;
-        k.dma_transpose(&kt, key)?;
+        for b0 in (0..sk).step_by(KEY_BLOCK) {
+            let bw = KEY_BLOCK.min(sk - b0);
+            k.dma_transpose(&kt.slice(1, b0..b0 + bw)?, &key.slice(0, b0..b0 + bw)?)?;
+        }
         let vt = self
             .pools
             .get_mut(V)
             .ok_or_else(|| err!(Invalid, "{OP}: no tile pool {V}"))?
             .next(k)?;
-        for c in 0..sk.div_ceil(128) {
-            let rows = c * 128..sk.min((c + 1) * 128);
-            let n = rows.len();
-            k.dma_copy(
-                &vt.slice(0, 0..n)?.select(1, c)?.reshape(&[n, d])?,
-                &v.slice(0, rows)?,
-            )?;
-        }
+        let mut v_loaded = false;
+        let mut load_v = |k: &mut Kernel| -> Result<(), Error> {
+            if v_loaded {
+                return Ok(());
+            }
+            v_loaded = true;
+            for c in 0..sk.div_ceil(128) {
+                let rows = c * 128..sk.min((c + 1) * 128);
+                let n = rows.len();
+                k.dma_copy(
+                    &vt.slice(0, 0..n)?.select(1, c)?.reshape(&[n, d])?,
+                    &v.slice(0, rows)?,
+                )?;
+            }
+            Ok(())
+        };
         // Software-pipelined: the scores and softmax of query tile i + 1 are emitted before
         // the P·V of tile i, so that each engine's in-order stream alternates work of two
         // tiles.
@@ -398,6 +422,7 @@ impl Bufs {
             let qn = 128.min(sh.sq - q0);
             let nk = if sh.causal { sk.min(q0 + qn) } else { sk };
             let scores = self.scores(k, sh, (q0, qn, nk), q, &kt)?;
+            load_v(k)?;
             let next = self.softmax(k, scores)?;
             if let Some(prev) = pending.replace(next) {
                 self.weighted_sum(k, sh, &prev, out, &vt)?;
@@ -490,33 +515,45 @@ impl Bufs {
         // 4. P·V, 128 keys at a time.
         let acc = self.take(k, ACC, qn, d)?;
         let id = self.ident.slice(0, 0..qn)?.slice(1, 0..qn)?;
-        for (c, c0) in (0..nk).step_by(128).enumerate() {
-            let cw = 128.min(nk - c0);
-            let pt_ps = self.take(k, PTPS, cw, qn)?;
-            k.emit(NcMatmul {
-                dst: &pt_ps,
-                stationary: &p.slice(1, c0..c0 + cw)?,
-                moving: &id,
-                accumulate: Some(false),
-            })?;
-            let pt = self.take(k, PT, cw, qn)?;
-            // The PSUM evacuations alternate between VectorE and ScalarE.
-            let engine = Some(if c % 2 == 0 {
-                EngineId::Vector
-            } else {
-                EngineId::Scalar
-            });
-            k.emit(TensorCopy {
-                dst: &pt,
-                src: &pt_ps,
-                engine,
-            })?;
-            k.emit(NcMatmul {
-                dst: &acc,
-                stationary: &pt,
-                moving: &vt.slice(0, 0..cw)?.select(1, c)?.reshape(&[cw, d])?,
-                accumulate: Some(c > 0),
-            })?;
+        // The transposes run LOOKAHEAD chunks ahead of the products, so TensorE transposes
+        // the next chunks while the current ones are copied out of PSUM.
+        let mut ready: VecDeque<(usize, usize, View)> = VecDeque::new();
+        let n_chunks = nk.div_ceil(128);
+        for c in 0..n_chunks + LOOKAHEAD {
+            if c < n_chunks {
+                let c0 = c * 128;
+                let cw = 128.min(nk - c0);
+                let pt_ps = self.take(k, PTPS, cw, qn)?;
+                k.emit(NcMatmul {
+                    dst: &pt_ps,
+                    stationary: &p.slice(1, c0..c0 + cw)?,
+                    moving: &id,
+                    accumulate: Some(false),
+                })?;
+                let pt = self.take(k, PT, cw, qn)?;
+                // The PSUM evacuations alternate between VectorE and ScalarE.
+                let engine = Some(if c % 2 == 0 {
+                    EngineId::Vector
+                } else {
+                    EngineId::Scalar
+                });
+                k.emit(TensorCopy {
+                    dst: &pt,
+                    src: &pt_ps,
+                    engine,
+                })?;
+                ready.push_back((c, cw, pt));
+            }
+            if c >= LOOKAHEAD {
+                if let Some((j, cw, pt)) = ready.pop_front() {
+                    k.emit(NcMatmul {
+                        dst: &acc,
+                        stationary: &pt,
+                        moving: &vt.slice(0, 0..cw)?.select(1, j)?.reshape(&[cw, d])?,
+                        accumulate: Some(j > 0),
+                    })?;
+                }
+            }
         }
         // 5. Normalise and store.
         let o = self.take(k, O, qn, d)?;
