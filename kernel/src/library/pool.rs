@@ -5,7 +5,9 @@
 //!
 //! * **Max** pooling ignores the padding (as if it were −∞); every window holds at least one
 //!   input element because each pad is smaller than the kernel (checked). The result is
-//!   exact: a maximum of the inputs.
+//!   exact: a maximum of the inputs. The engines' maximum is IEEE maximumNumber, so a NaN
+//!   input is skipped (the window's maximum of its other elements; NaN only when all are
+//!   NaN), where ONNX runtimes usually propagate it.
 //! * **Average** pooling divides the window's sum by the number of *input* elements in it
 //!   when `count_include_pad` is false — ONNX's default (`count_include_pad = 0`) and
 //!   [`PoolKind::AVERAGE`] — or by `KH·KW` when it is true.
