@@ -32,6 +32,10 @@
 //! channels on partitions, each tap one fused `(window · w[c, tap]) + acc` over the whole
 //! output plane (`scalar_tensor_tensor` with the weight as a per-partition scalar), in fp32.
 //!
+//! Grouped convolutions run one set of matmuls per group, contracting over the group's
+//! `C/groups` channels (TensorE's 128 rows are used that deep; packing several groups into
+//! one block-diagonal stationary would use them better and is not done).
+//!
 //! Arithmetic: operands in the input dtype (fp32 or bf16), every accumulation fp32 (PSUM, or
 //! the fp32 accumulator tile of the depthwise path), one rounding to the output dtype.
 //! Limits: one image's padded channel chunk (`(H + pads)·(W + pads)` elements per partition)
