@@ -10,7 +10,8 @@
 //! No im2col buffer is materialised. Each image's channels of a group (128 at a time) are
 //! loaded once into a zero-padded SBUF tile `[C, H + pads, W + pads]`, channels on
 //! partitions (by one contiguous DMA run per channel into a staging tile, then a GpSimdE copy
-//! into place — a DMA straight into the padded interior would cost a descriptor per row).
+//! into place — a DMA straight into the padded interior would cost a descriptor per row),
+//! double-buffered when SBUF allows so the next image loads during the current one's work.
 //! The output is computed in blocks of `R` rows × `Cw` columns (`R·Cw ≤ 512`, one PSUM bank
 //! of fp32) for up to 128 output channels: for every input-channel chunk and every kernel tap
 //! `(kh, kw)`, one `nc_matmul` takes as stationary the tap's weights `[C, O]` and as moving
@@ -30,7 +31,8 @@
 //! **Depthwise** convolutions (one input channel per group, `C/groups = 1`, any channel
 //! multiplier `O/C`) do not use TensorE — a 1-deep contraction would waste it — but VectorE:
 //! channels on partitions, each tap one fused `(window · w[c, tap]) + acc` over the whole
-//! output plane (`scalar_tensor_tensor` with the weight as a per-partition scalar), in fp32.
+//! output plane (`scalar_tensor_tensor` with the weight as a per-partition scalar), in fp32;
+//! ScalarE adds the bias and rounds to the output dtype.
 //!
 //! Grouped convolutions run one set of matmuls per group, contracting over the group's
 //! `C/groups` channels (TensorE's 128 rows are used that deep; packing several groups into
@@ -49,6 +51,7 @@ use super::attention::identity;
 use crate::handle::Memory;
 use crate::kernel::Kernel;
 use crate::ops::{NcMatmul, TensorCopy};
+use crate::pool::TilePool;
 use crate::tiles::Tile;
 use crate::view::View;
 
@@ -290,23 +293,35 @@ fn load_bias(
     Ok(Some(t))
 }
 
-/// Loads channels `c0 .. c0 + cn` of image `img` into a zero-padded tile `[cn, HP, WP]` of
-/// `dt` (see [`load_padded_planes`]).
+/// Loads channels `c0 .. c0 + cn` of image `img` into the next zero-padded tile of `pool`
+/// (`[128, HP, WP]`, narrowed to `cn` partitions; see [`load_padded_planes`]).
+#[allow(clippy::too_many_arguments)]
 fn load_padded(
     k: &mut Kernel,
+    pool: &mut TilePool,
     geo: &Geometry,
     x: &View,
     img: usize,
     c0: usize,
     cn: usize,
-    dt: DType,
-) -> Result<Tile, Error> {
-    let (hp, wp) = geo.padded();
+) -> Result<View, Error> {
     let [pt, pl, _, _] = geo.cfg.pads;
-    let xp = k.sbuf_tile("conv_input", dt, &[cn, hp, wp])?;
+    let xp = pool.next(k)?.slice(0, 0..cn)?;
     let src = x.select(0, img)?.slice(0, c0..c0 + cn)?;
     load_padded_planes(k, &xp, &src, (pt, pl), 0.0)?;
     Ok(xp)
+}
+
+/// A pool of padded input tiles `[128, HP, WP]` of `dt`: `2·per` buffers (so the loads of
+/// the next image overlap the current one's work) or, when SBUF cannot hold that many,
+/// `per`.
+fn input_pool(k: &mut Kernel, geo: &Geometry, dt: DType, per: usize) -> Result<TilePool, Error> {
+    let (hp, wp) = geo.padded();
+    let parts = geo.c.min(128);
+    match k.tile_pool("conv_input", Memory::Sbuf, dt, &[parts, hp, wp], 2 * per) {
+        Ok(p) => Ok(p),
+        Err(_) => k.tile_pool("conv_input", Memory::Sbuf, dt, &[parts, hp, wp], per),
+    }
 }
 
 /// Fills `dst` (an SBUF view `[P, HP, WP]`) with `fill` where the input does not land, and
@@ -445,12 +460,21 @@ fn matmul_conv(
     let mut ps_pool = k.tile_pool("conv_psum", Memory::Psum, DType::F32, &[128, 512], 2)?;
     let mut out_pool = k.tile_pool("conv_out", Memory::Sbuf, y.dtype(), &[128, rb * cb], 2)?;
     let mut blocks = 0usize;
+    let mut in_pool = input_pool(k, geo, dt, ci_chunks.len())?;
     for img in 0..geo.n {
         for g in 0..groups {
             k.scope(|k| {
                 let mut xps = Vec::new();
                 for &(c0, cn) in &ci_chunks {
-                    xps.push(load_padded(k, geo, x, img, g * geo.cig + c0, cn, dt)?);
+                    xps.push(load_padded(
+                        k,
+                        &mut in_pool,
+                        geo,
+                        x,
+                        img,
+                        g * geo.cig + c0,
+                        cn,
+                    )?);
                 }
                 for (coi, &(o0, on)) in co_chunks.iter().enumerate() {
                     let ob = g * geo.cog + o0;
@@ -484,7 +508,7 @@ fn matmul_conv(
                                 .slice(0, 0..on)?
                                 .slice(1, 0..rn * cn)?
                                 .reshape(&[on, rn, cn])?;
-                            evacuate(k, &ot, &ps, bts[g][coi].as_ref(), blocks % 2 == 1)?;
+                            evacuate(k, &ot, &ps, bts[g][coi].as_deref(), blocks % 2 == 1)?;
                             blocks += 1;
                             let dst = y
                                 .select(0, img)?
@@ -499,6 +523,7 @@ fn matmul_conv(
             })?;
         }
     }
+    in_pool.free(k)?;
     ps_pool.free(k)?;
     out_pool.free(k)
 }
@@ -508,7 +533,7 @@ fn evacuate(
     k: &mut Kernel,
     dst: &View,
     src: &View,
-    bias: Option<&Tile>,
+    bias: Option<&View>,
     scalar: bool,
 ) -> Result<(), Error> {
     match (bias, scalar) {
@@ -555,12 +580,16 @@ fn depthwise(
         };
         wts.push((wt, bt));
     }
+    let mut in_pool = input_pool(k, geo, DType::F32, 1)?;
+    let plane = [geo.c.min(128), geo.oh, geo.ow];
+    let mut acc_pool = k.tile_pool("conv_dw_acc", Memory::Sbuf, DType::F32, &plane, 2)?;
+    let mut out_pool = k.tile_pool("conv_dw_out", Memory::Sbuf, y.dtype(), &plane, 2)?;
     for img in 0..geo.n {
         for (&(c0, cc), (wt, bt)) in c_chunks.iter().zip(&wts) {
             k.scope(|k| {
-                let xp = load_padded(k, geo, x, img, c0, cc, DType::F32)?;
+                let xp = load_padded(k, &mut in_pool, geo, x, img, c0, cc)?;
                 for j in 0..m {
-                    let acc = k.sbuf_tile("conv_dw_acc", DType::F32, &[cc, geo.oh, geo.ow])?;
+                    let acc = acc_pool.next(k)?.slice(0, 0..cc)?;
                     for tap in 0..t {
                         let win = geo.window(
                             &xp,
@@ -575,22 +604,21 @@ fn depthwise(
                             k.scalar_tensor_tensor(&acc, &win, AluOp::Mul, &wv, AluOp::Add, &acc)?;
                         }
                     }
-                    let ot = k.sbuf_tile("conv_dw_out", y.dtype(), &[cc, geo.oh, geo.ow])?;
-                    match bt {
-                        Some(b) => k.tensor_scalar(&ot, &acc, AluOp::Add, &b.slice(1, j..=j)?)?,
-                        None => k.tensor_copy(&ot, &acc)?,
-                    }
+                    // The bias and the rounding on ScalarE: VectorE does the taps.
+                    let ot = out_pool.next(k)?.slice(0, 0..cc)?;
+                    let bj = bt.as_ref().map(|b| b.slice(1, j..=j)).transpose()?;
+                    evacuate(k, &ot, &acc, bj.as_ref(), true)?;
                     let first = c0 * m + j;
                     let dst =
                         y.select(0, img)?
                             .slice_step(0, first..first + (cc - 1) * m + 1, m)?;
                     k.dma_copy(&dst, &ot)?;
-                    k.free(&ot)?;
-                    k.free(&acc)?;
                 }
                 Ok(())
             })?;
         }
     }
-    Ok(())
+    in_pool.free(k)?;
+    acc_pool.free(k)?;
+    out_pool.free(k)
 }
