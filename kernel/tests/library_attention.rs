@@ -222,6 +222,27 @@ fn multi_head_bf16() {
     }
 }
 
+/// More than 512 keys: several score blocks per query tile (block maxima without a mask,
+/// blocks computed only up to the tile's last query with one).
+#[test]
+fn several_key_blocks() {
+    for (sq, sk, dt, causal) in [(40, 600, DType::F32, false), (530, 530, DType::Bf16, true)] {
+        check(
+            &Case {
+                heads: 1,
+                sq,
+                sk,
+                d: 64,
+                dt,
+                causal,
+                scale: None,
+                builder: false,
+            },
+            19,
+        );
+    }
+}
+
 /// An explicit scale, and the `build_attention` kernel (bf16 in and out).
 #[test]
 fn scale_and_builder() {

@@ -187,6 +187,18 @@ fn many_channels_and_wide_rows() {
         },
         4,
     );
+    // 40 output rows of 30 columns: row blocks of 17, 17 and 6.
+    check(
+        &Case {
+            x: [1, 2, 40, 30],
+            w: [3, 2, 3, 3],
+            cfg: Conv2dConfig::new(1, 1, 1),
+            dt: DType::F32,
+            out_dt: DType::F32,
+            bias: true,
+        },
+        9,
+    );
     // Output rows of 599 columns: blocks of 512 and 87.
     check(
         &Case {
