@@ -306,6 +306,9 @@ fn misuse_is_an_error() {
     };
     let e = attention(&mut k, &out, &q, &q, &q, &neg).unwrap_err();
     assert!(e.message().contains("positive"), "{}", e.message());
+    // Too long to stay resident: an allocation error naming the tile, not a panic.
+    let e = build_attention(1, 8192, 128, DType::F32, false).unwrap_err();
+    assert_eq!(e.status(), nrt_core::NrtStatus::Resource, "{}", e.message());
     let qi = k.input("qi", DType::I32, &[10, 64]).unwrap();
     let e = attention(&mut k, &out, &qi, &qi, &qi, &AttentionConfig::default()).unwrap_err();
     assert!(e.message().contains("float"), "{}", e.message());

@@ -38,8 +38,10 @@
 //!
 //! Limits: head dimension ≤ 128; any sequence lengths (causal needs `Sq = Sk`, the mask being
 //! `key ≤ query`); a positive scale. Two buffers of the scores and probabilities of a query
-//! tile and of `Kᵀ` and `V` stay in SBUF (about `24·Sk` bytes per partition in fp32), which
-//! bounds `Sk` to about 8 K keys in fp32; running out is an allocation error.
+//! tile and of `Kᵀ` and `V` stay in SBUF (at head dim 128, about `32·Sk` bytes per partition
+//! in fp32, `20·Sk` in bf16), which bounds `Sk` to about 6 K keys in fp32 and 9 K in bf16;
+//! running out is an allocation error naming the tile (`NRT_RESOURCE`, or `NRT_INVALID` for
+//! a tile larger than a partition).
 
 use std::collections::VecDeque;
 
