@@ -90,7 +90,8 @@
 //! clocks, the access log, the wait planner); `stream.rs` (engine streams and their assembly
 //! into a program) → `kernel.rs` ([`Kernel`]) → `tensors.rs` ([`Tensor`]), `tiles.rs`
 //! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations) → `library/`
-//! (complete kernels).
+//! (complete kernels: [`library::matmul`], [`library::softmax`], [`library::attention`],
+//! [`library::conv`], ...).
 
 #![forbid(unsafe_code)]
 
@@ -100,6 +101,7 @@ mod format;
 mod handle;
 mod kernel;
 mod layout;
+pub mod library;
 mod ops;
 mod pool;
 mod stream;

@@ -1,5 +1,6 @@
 //! Complete kernels built on the operations: tiled matmul, transpose, row softmax,
-//! layernorm / rmsnorm, broadcasting element-wise binary operations and axis reductions.
+//! layernorm / rmsnorm, broadcasting element-wise binary operations, axis reductions,
+//! scaled-dot-product attention, 2-D convolution and 2-D pooling.
 //!
 //! # One shape for every kernel
 //!
@@ -14,7 +15,8 @@
 //!   Synchronisation with what the kernel did before and does after is automatic.
 //! * `fn build(…) -> Result<Program, Error>` is the convenience form: a fresh kernel with
 //!   input tensors and one output tensor named as the builder documents, the emitter, and
-//!   [`Kernel::build`](crate::Kernel::build).
+//!   [`Kernel::build`](crate::Kernel::build). (`attention`, `conv` and `pool` name theirs
+//!   `build_attention`, `build_conv2d`, `build_pool2d`.)
 //!
 //! Misuse (an operand not in HBM, mismatched shapes or dtypes, a size the kernel does not
 //! support) is an `NRT_INVALID` error naming the kernel and the operand; running out of
@@ -60,10 +62,19 @@
 //! # Modules
 //!
 //! Each module is independent; `util` holds the shared checks and tiling helpers.
+//!
+//! * [`attention`] — scaled-dot-product attention, one head or several, optionally causal;
+//! * [`conv`] — 2-D convolution (NCHW, OIHW; stride, padding, dilation, groups, bias);
+//! * [`pool`] — 2-D max and average pooling;
+//! * [`matmul`], [`transpose`], [`softmax`], [`norm`] (layernorm, rmsnorm), [`elementwise`]
+//!   (broadcasting binary operations), [`reduce`] (axis reductions).
 
+pub mod attention;
+pub mod conv;
 pub mod elementwise;
 pub mod matmul;
 pub mod norm;
+pub mod pool;
 pub mod reduce;
 pub mod softmax;
 pub mod transpose;
