@@ -4,7 +4,8 @@
 //! commands run from the repository root); each must succeed. A ```text block right after a
 //! ```sh block is output the guide quotes: each of its lines (but `...`) must be a line of
 //! what the block's last command printed, so the quoted counters and times cannot go stale.
-//! The guide's table of simulated times must give, for each NEFF, exactly the ticks its
+//! A digit-grouped figure in the prose (`53,984`) must be one some command printed, unless
+//! it is an estimate introduced by "about". The guide's table of simulated times must give, for each NEFF, exactly the ticks its
 //! `nrt run` printed (the simulator is deterministic: equality, no tolerance), and speedups
 //! computed from them. The guide's kernel functions must appear verbatim in
 //! `kernel/examples/softmax.rs`, the program that builds the NEFFs. The ```rust blocks are
@@ -46,6 +47,45 @@ fn blocks(text: &str) -> Vec<Block> {
         }
     }
     assert!(cur.is_none(), "an unclosed code block in docs/KERNELS.md");
+    out
+}
+
+/// The lines outside code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            inside = !inside;
+        } else if !inside {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// The digit-grouped numbers (`53,984`) of a line, each with whether "about " precedes it.
+fn grouped_numbers(line: &str) -> Vec<(String, bool)> {
+    let b = line.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() && (i == 0 || !(b[i - 1].is_ascii_digit() || b[i - 1] == b',')) {
+            let start = i;
+            while i < b.len()
+                && (b[i].is_ascii_digit()
+                    || (b[i] == b',' && b.get(i + 1).is_some_and(u8::is_ascii_digit)))
+            {
+                i += 1;
+            }
+            let n = &line[start..i];
+            if n.contains(',') {
+                out.push((n.to_owned(), line[..start].ends_with("about ")));
+            }
+        } else {
+            i += 1;
+        }
+    }
     out
 }
 
@@ -114,6 +154,7 @@ fn every_block_of_the_guide_runs_and_its_figures_are_current() {
     let mut prev_lang = String::new();
     let mut measured: BTreeMap<String, u64> = BTreeMap::new();
     let mut quoted = 0;
+    let mut printed = String::new();
     for b in blocks(&text) {
         match b.lang.as_str() {
             "sh" => {
@@ -128,6 +169,7 @@ fn every_block_of_the_guide_runs_and_its_figures_are_current() {
                         let name = neff.file_stem().unwrap().to_str().unwrap().to_owned();
                         measured.insert(name, ticks(&stdout));
                     }
+                    printed.push_str(&stdout);
                     last = Some((line.to_owned(), stdout));
                 }
             }
@@ -154,6 +196,16 @@ fn every_block_of_the_guide_runs_and_its_figures_are_current() {
         prev_lang = b.lang;
     }
     assert!(quoted > 10, "the guide quotes only {quoted} output lines");
+
+    // Figures in the prose are figures a command printed, or estimates said to be "about".
+    for line in prose(&text) {
+        for (n, about) in grouped_numbers(line) {
+            assert!(
+                about || printed.contains(&n),
+                "the guide says {n}, which no command printed:\n{line}"
+            );
+        }
+    }
 
     // The table: | `name` | ticks | µs | speedup |.
     let mut rows = 0;
