@@ -1,7 +1,8 @@
 //! The kernel guide, `docs/KERNELS.md`, run as written: every ```sh block's commands in order,
 //! in one temporary directory, `nrt` being the `nrt` binary built for this test and `cargo`
 //! the cargo running it (with `--manifest-path` pointing at this workspace, as the guide's
-//! commands run from the repository root); each must succeed. A ```text block right after a
+//! commands run from the repository root, and this test's target directory); each must
+//! succeed. A ```text block right after a
 //! ```sh block is output the guide quotes: each of its lines (but `...`) must be a line of
 //! what the block's last command printed, so the quoted counters and times cannot go stale.
 //! A digit-grouped figure in the prose (`53,984`) must be one some command printed, unless
@@ -104,6 +105,11 @@ fn run_line(line: &str, dir: &Path) -> String {
         "cargo" => {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut c = Command::new(cargo);
+            // The target directory this test was built in (`target/tmp`'s parent), so the
+            // example builds next to it, whatever `--target-dir` the test run was given.
+            if let Some(target) = Path::new(env!("CARGO_TARGET_TMPDIR")).parent() {
+                c.env("CARGO_TARGET_DIR", target);
+            }
             c.arg(words[1])
                 .arg("--manifest-path")
                 .arg(root().join("Cargo.toml"))
