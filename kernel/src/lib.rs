@@ -98,6 +98,7 @@
 mod alloc;
 mod blocks;
 mod format;
+pub mod guide;
 mod handle;
 mod kernel;
 mod layout;
