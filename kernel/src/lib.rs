@@ -111,8 +111,6 @@ mod tensors;
 mod tiles;
 mod view;
 
-pub mod library;
-
 pub use handle::{Memory, Placement};
 pub use kernel::Kernel;
 pub use ops::{

@@ -219,9 +219,15 @@ pub(crate) fn check_instance(
     check_engine(ins, engine, minor)
 }
 
-/// The loop and term rules of `p` (see the module documentation); `sizes` are the tensors'
-/// byte sizes. Called by `Program::validate_as` after the per-instruction checks.
-pub(super) fn validate_loops(p: &Program, minor: u16, sizes: &[u64]) -> Result<(), Error> {
+impl Program {
+    /// The loop and term rules (see the module documentation); `sizes` are the tensors' byte
+    /// sizes. Called by `Program::validate_as` after the per-instruction checks.
+    pub(super) fn validate_loops(&self, minor: u16, sizes: &[u64]) -> Result<(), Error> {
+        validate_loops(self, minor, sizes)
+    }
+}
+
+fn validate_loops(p: &Program, minor: u16, sizes: &[u64]) -> Result<(), Error> {
     if p.terms.len() > MAX_TERMS {
         return Err(err!(Invalid, "more than {MAX_TERMS} dynamic terms"));
     }

@@ -333,7 +333,7 @@ impl Program {
                 }
             }
         }
-        loops::validate_loops(self, minor, &sizes)?;
+        self.validate_loops(minor, &sizes)?;
         Ok(())
     }
 }
