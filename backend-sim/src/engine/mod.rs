@@ -81,5 +81,6 @@ pub use memory::{
 pub use nan::CANONICAL_NAN;
 pub use program::{
     FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_NAME_BYTES, MAX_RANK,
-    MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, Program, TensorDecl, TensorKind,
+    MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, Program, TensorDecl, TensorKind, assemble,
+    disassemble,
 };

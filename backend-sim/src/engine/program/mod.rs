@@ -7,7 +7,8 @@
 //! * `mod.rs` — the program types, the format's constants and [`Program::validate`];
 //! * `descriptors.rs` — the rules of DMA descriptors;
 //! * `encode.rs`, `encode_instr.rs` — the writer ([`Program::to_bytes`]);
-//! * `decode.rs`, `decode_instr.rs` — the reader ([`Program::from_bytes`]).
+//! * `decode.rs`, `decode_instr.rs` — the reader ([`Program::from_bytes`]);
+//! * `text/` — the text form ([`disassemble`], [`assemble`]).
 //!
 //! Versions: format 1.1 adds instructions, ALU operations, engine assignments and block DMA
 //! descriptors to 1.0. [`Program::format_minor`] is the lowest minor that can express a
@@ -19,6 +20,7 @@ mod decode_instr;
 mod descriptors;
 mod encode;
 mod encode_instr;
+mod text;
 
 use std::collections::BTreeSet;
 
@@ -28,6 +30,7 @@ use super::dtype::DType;
 use super::isa::{DmaDescriptor, EngineId, Instr, check_engine, required_minor};
 use super::memory::{DMA_ENGINES, DMA_QUEUES};
 use descriptors::validate_descriptor;
+pub use text::{assemble, disassemble};
 
 /// The 8-byte magic that opens a serialized program.
 pub const MAGIC: [u8; 8] = *b"NRTSIMPG";
