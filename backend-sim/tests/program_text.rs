@@ -614,7 +614,7 @@ fn malformed_texts_fail_with_exact_messages() {
             format!("{head}.engine VectorE\n    tensor_add a=1\n"),
             NrtStatus::Invalid,
             "line 4, column 5: expected an instruction (sem_wait, sem_inc, sem_set, \
-             dma_trigger, notify, halt, load_stationary, nc_matmul, tensor_tensor, \
+             dma_trigger, notify, halt, loop_begin, loop_end, load_stationary, nc_matmul, tensor_tensor, \
              tensor_scalar, activation, tensor_copy, memset, iota, tensor_scalar_chain, \
              scalar_tensor_tensor, tensor_reduce, activate, reciprocal, nc_transpose, \
              affine_select, range_select, bn_stats, bn_aggr, tensor_tensor_scan, max8, \

@@ -8,7 +8,7 @@ use nrt_core::{Error, err};
 
 use super::exec::{ExecEnv, ExecOptions, ExecReport, run_program};
 use super::memory::{Hbm, OnChip};
-use super::program::{Program, TensorKind};
+use super::program::{LoopPlan, Program, TensorKind};
 use crate::Instance;
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
@@ -57,6 +57,8 @@ pub struct LoadedProgram {
     serial: u64,
     core: u32,
     program: Arc<Program>,
+    /// The executor's plan when the program has loops.
+    plan: Option<Arc<LoopPlan>>,
     bases: Vec<u64>,
 }
 
@@ -172,6 +174,7 @@ impl Device {
             device: self.id,
             serial,
             core,
+            plan: program.loop_plan().map(Arc::new),
             program: Arc::new(program),
             bases,
         })
@@ -305,6 +308,7 @@ impl Device {
         PROGRAM_RUNS.fetch_add(1, Ordering::Relaxed);
         let mut env = ExecEnv {
             program: &lp.program,
+            plan: lp.plan.as_deref(),
             bases,
             hbm: &mut self.hbm,
             sbuf: &mut core.sbuf,

@@ -1,16 +1,21 @@
 //! Program builders for common kernels. Each documents its tensors (names, shapes, layouts),
 //! its SBUF/PSUM plan and its synchronisation; every cross-engine dependency goes through a
-//! semaphore, so none of them trips the hazard detector.
+//! semaphore, so none of them trips the hazard detector. [`matmul_looped`](fn@matmul_looped) (in
+//! `kernels/matmul_looped.rs`) is [`matmul`] written with loops.
+
+mod matmul_looped;
 
 use nrt_core::{Error, err};
 
-use super::builder::{ProgramBuilder, rows_to_sbuf, sbuf_to_rows};
+use super::builder::ProgramBuilder;
+pub use super::builder::{rows_to_sbuf, sbuf_to_rows};
 use super::dtype::DType;
 use super::isa::{
     AccessPattern, ActFunc, AluOp, Bias, DmaDescriptor, DmaEndpoint, EngineId, Instr,
 };
 use super::memory::{PSUM_BANK_BYTES, SBUF_PARTITION_BYTES};
 use super::program::{MAX_DESCRIPTORS, Program};
+pub use matmul_looped::matmul_looped;
 
 const P: u64 = 128;
 /// Moving free size of one MultiplyMoving (one PSUM bank of fp32).

@@ -58,7 +58,7 @@ pub use act::{
     erf_f64, erfc_f64, gelu_erf_f64, log_f64, log1p_f64, pow_f64, rsqrt_f64, sigmoid_f64, silu_f64,
     softplus_f64,
 };
-pub use builder::{ProgramBuilder, SemAlloc};
+pub use builder::{DmaStep, LoopId, ProgramBuilder, SemAlloc};
 pub use device::{Device, LoadedProgram, Outputs, program_runs};
 pub use dtype::{
     DType, bf16_to_f32, decode_f32, encode_f32, f16_to_f32, f32_to_bf16, f32_to_f16, f32_to_i32,
@@ -70,8 +70,8 @@ pub use exec::{
 };
 pub use isa::{
     AccessPattern, ActFn, ActFunc, ActReduce, AluOp, BN_STATS_FMAX, Bias, Dim, DmaBlock,
-    DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DIMS, MemKind, Operand, Region, ScalarStep,
-    SemCmp, Space, TOP8_FREE_RANGE, activate, partition_start_ok,
+    DmaDescriptor, DmaEndpoint, DynTerm, EngineId, Instr, LOOP_REGS, MAX_DIMS, MemKind, Operand,
+    Region, ScalarStep, SemCmp, Space, TOP8_FREE_RANGE, TermSlot, activate, partition_start_ok,
 };
 pub use math::{exp_f64, gelu_f64, tanh_f64};
 pub use memory::{
@@ -80,7 +80,7 @@ pub use memory::{
 };
 pub use nan::CANONICAL_NAN;
 pub use program::{
-    FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_NAME_BYTES, MAX_RANK,
-    MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, Program, TensorDecl, TensorKind, assemble,
-    disassemble,
+    FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_DYNAMIC_INSTRS, MAX_LOOP_COUNT,
+    MAX_NAME_BYTES, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, MAX_TERMS, Program,
+    TensorDecl, TensorKind, assemble, disassemble,
 };

@@ -1,11 +1,13 @@
 //! DMA: 16 engines, each serving its 16 queues round-robin, one descriptor at a time (a fixed
 //! overhead phase, then a data phase at the engine's peak or its share of HBM bandwidth, in
 //! exact integers); a transfer's last descriptor updates its semaphore. Copies move the bytes.
+//! A transfer whose trigger has dynamic terms moves each descriptor shifted by the trigger's
+//! offsets (checked when it was triggered).
 
 use super::cost::{ENGINE_RATE, HBM_RATE, dma_units, timing};
 use super::report::{Actor, Event, EventKind, Track};
 use super::{Acct, Executor, Phase, join};
-use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
+use crate::engine::isa::{DmaDescriptor, DmaEndpoint, shift_descriptor};
 use crate::engine::memory::{DMA_ENGINES, DMA_QUEUES, OnChip};
 
 impl Executor<'_, '_> {
@@ -106,7 +108,14 @@ impl Executor<'_, '_> {
         let idx = tr.first + tr.next;
         tr.next += 1;
         let done = tr.next >= tr.count;
-        let Some(d) = self.env.program.descriptors.get(idx as usize).copied() else {
+        let shift = tr.shift;
+        let Some(d) = self
+            .env
+            .program
+            .descriptors
+            .get(idx as usize)
+            .and_then(|d| shift_descriptor(d, shift))
+        else {
             return;
         };
         self.copy(&d);
@@ -299,8 +308,15 @@ impl Executor<'_, '_> {
             }
             let idx = tr.first + tr.next;
             let agent = tr.agent;
+            let shift = tr.shift;
             let clock = std::mem::take(&mut tr.clock);
-            let Some(d) = self.env.program.descriptors.get(idx as usize).copied() else {
+            let Some(d) = self
+                .env
+                .program
+                .descriptors
+                .get(idx as usize)
+                .and_then(|d| shift_descriptor(d, shift))
+            else {
                 if let Some(tr) = self.queues[q].front_mut() {
                     tr.clock = clock;
                 }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
-use crate::engine::isa::{AccessPattern, Bias, EngineId, Instr, Space};
+use crate::engine::isa::{AccessPattern, Bias, Instr, Space};
 use crate::engine::math::{activation, matmul_kmajor};
 use crate::engine::memory::OnChip;
 use crate::engine::nan::canon;
@@ -26,20 +26,18 @@ impl Executor<'_, '_> {
             } else {
                 None
             };
-            let engine = s.engine;
             if let Some(p) = ls {
-                self.apply(engine, p);
+                self.apply(p);
             }
             if let Some(p) = main {
-                self.apply(engine, p);
+                self.apply(p);
             }
         }
     }
 
-    fn apply(&mut self, engine: EngineId, p: Pending) {
-        let Some(ins) = self.env.program.stream(engine).get(p.pc).copied() else {
-            return;
-        };
+    /// Applies the effects of the instruction `p` issued (its instance, operands resolved).
+    fn apply(&mut self, p: Pending) {
+        let ins = p.ins;
         let sbuf = &mut *self.env.sbuf;
         let psum = &mut *self.env.psum;
         match ins {

@@ -6,7 +6,7 @@
 use super::cost::{clock_ratio, op_cycles, timing};
 use super::report::{Actor, Event, EventKind, Notification, Track};
 use super::{Executor, PORT_PSUM_VS, PORT_SBUF_VG, Pending, Transfer, Wait, join};
-use crate::engine::isa::{EngineId, Instr, SemCmp, Space};
+use crate::engine::isa::{DmaShift, EngineId, Instr, SemCmp, Space};
 use crate::engine::memory::DMA_QUEUES;
 
 impl Executor<'_, '_> {
@@ -20,10 +20,17 @@ impl Executor<'_, '_> {
             (s.engine, s.pc)
         };
         let program = self.env.program;
-        let Some(ins) = program.stream(engine).get(pc).copied() else {
+        let Some(mut ins) = program.stream(engine).get(pc).copied() else {
             self.seqs[i].halted = true;
             return false;
         };
+        // Loop instructions run in the sequencer, whatever its data path does.
+        let plan = self.env.plan;
+        if let Some(plan) = plan {
+            if ins.is_loop() {
+                return self.issue_loop(i, pc, ins, plan);
+            }
+        }
         // Unit availability.
         {
             let s = &self.seqs[i];
@@ -35,6 +42,18 @@ impl Executor<'_, '_> {
             };
             if !ok {
                 return false;
+            }
+        }
+        // The instance of an instruction with dynamic terms.
+        let mut shift = DmaShift::default();
+        if let Some(plan) = plan {
+            let terms = plan.terms(program, engine, pc);
+            if !terms.is_empty() {
+                let Some((inst, s)) = self.instance_at(i, pc, &ins, terms, plan) else {
+                    return false;
+                };
+                ins = inst;
+                shift = s;
             }
         }
         match ins {
@@ -112,6 +131,7 @@ impl Executor<'_, '_> {
                     clock,
                     start: None,
                     bytes,
+                    shift,
                 });
                 self.retire_control(i, pc, ins.name());
                 true
@@ -140,7 +160,7 @@ impl Executor<'_, '_> {
         }
     }
 
-    fn end_wait(&mut self, i: usize, pc: usize) {
+    pub(super) fn end_wait(&mut self, i: usize, pc: usize) {
         let t = self.t;
         let w = self.seqs[i].wait;
         let engine = self.seqs[i].engine;
@@ -252,7 +272,7 @@ impl Executor<'_, '_> {
         *frac = total % num;
         let end = t + ticks;
         let pending = Pending {
-            pc,
+            ins,
             stationary: if matches!(ins, Instr::MultiplyMoving { .. }) {
                 self.stationary.clone()
             } else {

@@ -19,6 +19,8 @@
 //!   scheduling (the next event, time accounting, timeout);
 //! * `issue.rs` — issuing instructions: semaphores, DMA triggers, notifications, unit and port
 //!   availability;
+//! * `loops.rs` — loop instructions and the instances of instructions with dynamic terms
+//!   (format 1.1), checked as they issue;
 //! * `effects.rs` — the functional effects of data-path instructions on SBUF and PSUM, and
 //!   the gather/scatter of access patterns; those of the format-1.1 instructions in
 //!   `elementwise.rs` (chains, scans, reciprocal, activate), `reduce.rs` (reductions,
@@ -36,6 +38,7 @@ mod effects;
 mod elementwise;
 mod hazards;
 mod issue;
+mod loops;
 mod reduce;
 pub(super) mod report;
 mod select;
@@ -52,9 +55,9 @@ pub use report::{
 };
 
 use super::dtype::DType;
-use super::isa::{DmaEndpoint, EngineId, Instr, Region, SemCmp};
+use super::isa::{DmaEndpoint, DmaShift, EngineId, Instr, LOOP_REGS, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
-use super::program::Program;
+use super::program::{LoopPlan, Program};
 use super::shadow::Shadow;
 
 // ---- internal state -------------------------------------------------------------------------
@@ -78,7 +81,8 @@ struct Stationary {
 }
 
 struct Pending {
-    pc: usize,
+    /// The instruction as issued (with its dynamic terms applied).
+    ins: Instr,
     stationary: Option<Rc<Stationary>>,
 }
 
@@ -103,6 +107,8 @@ struct Seq {
     ls_frac: u64,
     last_write: Option<Region>,
     clock: VClock,
+    /// Iteration registers (format 1.1 loops).
+    regs: [u32; LOOP_REGS],
 }
 
 struct Transfer {
@@ -115,6 +121,8 @@ struct Transfer {
     clock: VClock,
     start: Option<u64>,
     bytes: u64,
+    /// Offsets the trigger's dynamic terms add to every descriptor (zero without terms).
+    shift: DmaShift,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -173,6 +181,9 @@ struct PortState {
 /// Everything an execution touches.
 pub(crate) struct ExecEnv<'a> {
     pub(crate) program: &'a Program,
+    /// The loop plan of a program with loops (`None`: none, and nothing of the loop machinery
+    /// runs).
+    pub(crate) plan: Option<&'a LoopPlan>,
     /// HBM base address of each program tensor.
     pub(crate) bases: &'a [u64],
     pub(crate) hbm: &'a mut Hbm,
@@ -218,6 +229,11 @@ struct Executor<'a, 'e> {
     /// issue again at the next event), or a semaphore or a queue changed since.
     wake: bool,
     ports: [PortState; 2],
+    /// The tick after the last loop instruction: an event, so the sequencer that issued it
+    /// goes on while its data path is busy.
+    wake_at: u64,
+    /// An instruction instance failed its checks: the execution stops.
+    stopped: bool,
     stationary: Option<Rc<Stationary>>,
     shadow: Shadow,
     prune_at: usize,
@@ -279,16 +295,38 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
                 ls_frac: 0,
                 last_write: None,
                 clock,
+                regs: [0; LOOP_REGS],
             }
         })
         .collect();
-    let hbm_writes = env
+    let mut hbm_writes: Vec<Region> = env
         .program
         .descriptors
         .iter()
         .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
         .map(|d| d.dst.region(env.bases, d.len))
         .collect();
+    if let Some(plan) = env.plan {
+        // Destinations dynamic terms move: every place they can reach.
+        for &(first, end, lo, hi) in &plan.dst_spans {
+            let descs = env
+                .program
+                .descriptors
+                .get(first as usize..end as usize)
+                .unwrap_or(&[]);
+            for d in descs
+                .iter()
+                .filter(|d| matches!(d.dst, DmaEndpoint::Hbm { .. }))
+            {
+                let r = d.dst.region(env.bases, d.len);
+                hbm_writes.push(Region {
+                    b0: r.b0.saturating_add_signed(lo),
+                    b1: r.b1.saturating_add_signed(hi),
+                    ..r
+                });
+            }
+        }
+    }
     let mut m = Executor {
         env,
         opts: *opts,
@@ -322,6 +360,8 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         start_pending: false,
         wake: true,
         ports: [PortState { until: 0 }; 2],
+        wake_at: 0,
+        stopped: false,
         stationary: None,
         shadow: Shadow::new(hbm_writes),
         prune_at: 4096,
@@ -378,6 +418,10 @@ impl Executor<'_, '_> {
                     }
                 }
                 self.wake = issued.iter().any(|&x| x);
+                if self.stopped {
+                    self.report.ticks = self.t;
+                    return;
+                }
             }
             if self.start_pending {
                 self.start_pending = false;
@@ -417,11 +461,11 @@ impl Executor<'_, '_> {
         for s in &self.seqs {
             if let Wait::Sem { sem, .. } = s.wait {
                 let v = self.sems.get(usize::from(sem)).copied().unwrap_or(0);
-                let want = match self.env.program.stream(s.engine).get(s.pc) {
-                    Some(Instr::SemWait { cmp, value, .. }) => {
-                        format!("{} {value}", if *cmp == SemCmp::Ge { ">=" } else { "==" })
+                let want = match self.wait_target(s) {
+                    Some((cmp, value)) => {
+                        format!("{} {value}", if cmp == SemCmp::Ge { ">=" } else { "==" })
                     }
-                    _ => String::new(),
+                    None => String::new(),
                 };
                 msg.push_str(&format!(
                     "; {} pc {} waits for semaphore {sem} {want} (value {v})",
@@ -487,6 +531,7 @@ impl Executor<'_, '_> {
         for p in &self.ports {
             best = best.min(after(p.until));
         }
+        best = best.min(after(self.wake_at));
         // Every pending DMA phase change lies after `t` (due ones were processed).
         for &n in &self.dma_next {
             best = best.min(after(n));

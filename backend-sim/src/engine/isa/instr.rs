@@ -116,6 +116,24 @@ pub enum Instr {
     },
     /// Stops the sequencer once its in-flight work is done.
     Halt,
+    /// (Format 1.1) Opens a loop of `count` iterations whose iteration index is the
+    /// sequencer's iteration register `reg` (0 in the first iteration). `count` is in
+    /// `1..=`[`MAX_LOOP_COUNT`](crate::engine::MAX_LOOP_COUNT); loops nest properly, at most
+    /// [`LOOP_REGS`](crate::engine::LOOP_REGS) deep, and an enclosing loop's register cannot
+    /// be reused (all checked at load).
+    LoopBegin {
+        /// Iteration register (0..[`LOOP_REGS`](crate::engine::LOOP_REGS)).
+        reg: u8,
+        /// Iterations.
+        count: u32,
+    },
+    /// (Format 1.1) Closes the innermost loop, whose register is `reg`: increments the
+    /// register and, while it is below the loop's count, continues at the first instruction
+    /// of the body.
+    LoopEnd {
+        /// The loop's iteration register.
+        reg: u8,
+    },
     /// TensorE: loads the stationary operand, `[K partitions, M free]` (M ≤ 128).
     LoadStationary {
         /// SBUF source.
@@ -381,6 +399,8 @@ impl Instr {
             Instr::DmaTrigger { .. } => "DmaTrigger",
             Instr::Notify { .. } => "Notify",
             Instr::Halt => "Halt",
+            Instr::LoopBegin { .. } => "LoopBegin",
+            Instr::LoopEnd { .. } => "LoopEnd",
             Instr::LoadStationary { .. } => "LoadStationary",
             Instr::MultiplyMoving { .. } => "MultiplyMoving",
             Instr::TensorTensor { .. } => "TensorTensor",
@@ -415,7 +435,14 @@ impl Instr {
                 | Instr::DmaTrigger { .. }
                 | Instr::Notify { .. }
                 | Instr::Halt
+                | Instr::LoopBegin { .. }
+                | Instr::LoopEnd { .. }
         )
+    }
+
+    /// Whether this is a loop instruction (`LoopBegin`, `LoopEnd`).
+    pub const fn is_loop(&self) -> bool {
+        matches!(self, Instr::LoopBegin { .. } | Instr::LoopEnd { .. })
     }
 
     /// Whether `engine` can execute this instruction in some program: the union of the
@@ -428,7 +455,9 @@ impl Instr {
             | Instr::SemSet { .. }
             | Instr::DmaTrigger { .. }
             | Instr::Notify { .. }
-            | Instr::Halt => true,
+            | Instr::Halt
+            | Instr::LoopBegin { .. }
+            | Instr::LoopEnd { .. } => true,
             Instr::LoadStationary { .. } | Instr::MultiplyMoving { .. } => {
                 matches!(engine, EngineId::Tensor)
             }
@@ -594,7 +623,9 @@ impl Instr {
             | Instr::SemSet { .. }
             | Instr::DmaTrigger { .. }
             | Instr::Notify { .. }
-            | Instr::Halt => {}
+            | Instr::Halt
+            | Instr::LoopBegin { .. }
+            | Instr::LoopEnd { .. } => {}
         }
         (out, n)
     }
@@ -616,6 +647,8 @@ impl Instr {
                 | Instr::TensorTensorScan { .. }
                 | Instr::Max8 { .. }
                 | Instr::FindIndex8 { .. }
+                | Instr::LoopBegin { .. }
+                | Instr::LoopEnd { .. }
         )
     }
 }

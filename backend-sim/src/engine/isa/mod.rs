@@ -8,7 +8,9 @@
 //! * `instr.rs` — the five engines, the instructions and their memory accesses;
 //! * `validate.rs` — the operand rules of every instruction;
 //! * `rules.rs` — engine assignment and format versions;
-//! * `dma.rs` — DMA endpoints, blocks and descriptors, and the region an endpoint covers.
+//! * `dma.rs` — DMA endpoints, blocks and descriptors, and the region an endpoint covers;
+//! * `terms.rs` — loops' iteration registers and dynamic terms, and the instance of an
+//!   instruction in one iteration.
 
 mod actfunc;
 mod alu;
@@ -17,6 +19,7 @@ mod instr;
 mod ops;
 mod pattern;
 mod rules;
+mod terms;
 mod validate;
 
 pub use actfunc::ActFunc;
@@ -27,4 +30,6 @@ pub use instr::{EngineId, Instr, SemCmp};
 pub use ops::{ActFn, ActReduce, Bias, Operand, ScalarStep, activate};
 pub use pattern::{AccessPattern, Dim, MAX_DIMS, MemKind, Region, Space, partition_start_ok};
 pub(crate) use rules::{check_engine, required_minor};
+pub(crate) use terms::{DmaShift, instance, regs_text, shift_descriptor};
+pub use terms::{DynTerm, LOOP_REGS, TermSlot};
 pub use validate::{BN_STATS_FMAX, TOP8_FREE_RANGE};

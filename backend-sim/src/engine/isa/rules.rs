@@ -63,7 +63,9 @@ pub(crate) fn check_engine(ins: &Instr, engine: EngineId, minor: u16) -> Result<
         | Instr::SemSet { .. }
         | Instr::DmaTrigger { .. }
         | Instr::Notify { .. }
-        | Instr::Halt => return Ok(()),
+        | Instr::Halt
+        | Instr::LoopBegin { .. }
+        | Instr::LoopEnd { .. } => return Ok(()),
         Instr::LoadStationary { .. } | Instr::MultiplyMoving { .. } => &[EngineId::Tensor],
         Instr::TensorTensor { op, a, b, .. } => {
             if a.space == Space::Psum && b.space == Space::Psum {

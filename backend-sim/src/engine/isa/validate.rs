@@ -112,7 +112,9 @@ impl Instr {
             | Instr::SemSet { .. }
             | Instr::DmaTrigger { .. }
             | Instr::Notify { .. }
-            | Instr::Halt => Ok(()),
+            | Instr::Halt
+            | Instr::LoopBegin { .. }
+            | Instr::LoopEnd { .. } => Ok(()),
             _ => self.validate_1_1(),
         }
     }

@@ -12,11 +12,13 @@ use nrt_core::{Error, err};
 use super::decode_instr::{Reader, read_instr};
 use super::{
     FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSORS,
-    Program, SEC_DESCRIPTORS, SEC_NAME, SEC_OPTIONAL, SEC_SEM_INIT, SEC_STREAM_BASE, SEC_TENSORS,
-    TensorDecl, TensorKind,
+    MAX_TERMS, Program, SEC_DESCRIPTORS, SEC_NAME, SEC_OPTIONAL, SEC_SEM_INIT, SEC_STREAM_BASE,
+    SEC_TENSORS, SEC_TERMS, TensorDecl, TensorKind,
 };
 use crate::engine::dtype::DType;
-use crate::engine::isa::{DmaBlock, DmaDescriptor, DmaEndpoint, EngineId, MemKind, required_minor};
+use crate::engine::isa::{
+    DmaBlock, DmaDescriptor, DmaEndpoint, DynTerm, EngineId, MemKind, TermSlot, required_minor,
+};
 
 impl Program {
     /// Parses and validates a serialized program. Any defect is `NRT_INVALID` (an unknown
@@ -80,6 +82,7 @@ impl Program {
                     }
                     p.sem_init = v;
                 }
+                SEC_TERMS => p.terms = read_terms(&mut s)?,
                 t if (SEC_STREAM_BASE..SEC_STREAM_BASE + 5).contains(&t) => {
                     let n = s.count(MAX_STREAM_INSTRS, 1)?;
                     let mut v = Vec::with_capacity(n.min(1024));
@@ -140,8 +143,33 @@ fn first_1_1_feature(p: &Program) -> String {
     }
     match p.descriptors.iter().position(DmaDescriptor::is_block) {
         Some(i) => format!("DMA descriptor {i} (block endpoints)"),
+        None if !p.terms.is_empty() => "the dynamic terms".to_owned(),
         None => "the program".to_owned(),
     }
+}
+
+fn read_terms(s: &mut Reader<'_>) -> Result<Vec<DynTerm>, Error> {
+    let n = s.count(MAX_TERMS, 16)?;
+    let mut v = Vec::with_capacity(n.min(1024));
+    for i in 0..n {
+        let engine = *EngineId::ALL
+            .get(usize::from(s.u8()?))
+            .ok_or_else(|| err!(Invalid, "dynamic term {i}: unknown engine"))?;
+        let pc = s.u32()?;
+        let (kind, operand) = (s.u8()?, s.u8()?);
+        let slot = TermSlot::from_code(kind, operand)
+            .ok_or_else(|| err!(Invalid, "dynamic term {i}: unknown slot {kind}.{operand}"))?;
+        let reg = s.u8()?;
+        let step = s.u64()? as i64;
+        v.push(DynTerm {
+            engine,
+            pc,
+            slot,
+            reg,
+            step,
+        });
+    }
+    Ok(v)
 }
 
 fn read_tensors(s: &mut Reader<'_>) -> Result<Vec<TensorDecl>, Error> {

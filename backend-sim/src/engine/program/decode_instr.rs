@@ -150,6 +150,11 @@ pub(super) fn read_instr(s: &mut Reader<'_>) -> Result<Instr, Error> {
         },
         op::NOTIFY => Instr::Notify { payload: s.u32()? },
         op::HALT => Instr::Halt,
+        op::LOOP_BEGIN => Instr::LoopBegin {
+            reg: s.u8()?,
+            count: s.u32()?,
+        },
+        op::LOOP_END => Instr::LoopEnd { reg: s.u8()? },
         op::LOAD_STATIONARY => Instr::LoadStationary { src: read_ap(s)? },
         op::MULTIPLY_MOVING => Instr::MultiplyMoving {
             moving: read_ap(s)?,

@@ -1,12 +1,13 @@
 //! The writer of the binary program format: sections, tensors, descriptors, initial
-//! semaphores and one stream per engine (instructions in `encode_instr.rs`). The header
-//! carries the lowest minor that expresses the program ([`Program::format_minor`]), so a
-//! format-1.0 program is written exactly as before 1.1 existed.
+//! semaphores, one stream per engine (instructions in `encode_instr.rs`) and, when the program
+//! has any, the dynamic terms. The header carries the lowest minor that expresses the program
+//! ([`Program::format_minor`]), so a format-1.0 program is written exactly as before 1.1
+//! existed, and a program without terms exactly as before terms existed.
 
 use super::encode_instr::{put_instr, put_u16, put_u32, put_u64};
 use super::{
     FORMAT_MAJOR, MAGIC, Program, SEC_DESCRIPTORS, SEC_NAME, SEC_SEM_INIT, SEC_STREAM_BASE,
-    SEC_TENSORS,
+    SEC_TENSORS, SEC_TERMS,
 };
 use crate::engine::isa::{DmaEndpoint, EngineId, MemKind};
 
@@ -18,7 +19,8 @@ impl Program {
         put_u16(&mut w, FORMAT_MAJOR);
         put_u16(&mut w, self.format_minor());
         put_u32(&mut w, 0); // flags
-        put_u32(&mut w, 4 + 5); // sections
+        let terms = !self.terms.is_empty();
+        put_u32(&mut w, 4 + 5 + u32::from(terms)); // sections
         section(&mut w, SEC_NAME, |s| put_str(s, &self.name));
         section(&mut w, SEC_TENSORS, |s| {
             put_u32(s, self.tensors.len() as u32);
@@ -55,6 +57,20 @@ impl Program {
                 put_u32(s, stream.len() as u32);
                 for ins in stream {
                     put_instr(s, ins);
+                }
+            });
+        }
+        if terms {
+            section(&mut w, SEC_TERMS, |s| {
+                put_u32(s, self.terms.len() as u32);
+                for t in &self.terms {
+                    let (kind, operand) = t.slot.code();
+                    s.push(t.engine.index() as u8);
+                    put_u32(s, t.pc);
+                    s.push(kind);
+                    s.push(operand);
+                    s.push(t.reg);
+                    put_u64(s, t.step as u64);
                 }
             });
         }

@@ -72,6 +72,15 @@ pub(super) fn put_instr(w: &mut Vec<u8>, ins: &Instr) {
             put_u32(w, payload);
         }
         Instr::Halt => w.push(op::HALT),
+        Instr::LoopBegin { reg, count } => {
+            w.push(op::LOOP_BEGIN);
+            w.push(reg);
+            put_u32(w, count);
+        }
+        Instr::LoopEnd { reg } => {
+            w.push(op::LOOP_END);
+            w.push(reg);
+        }
         Instr::LoadStationary { src } => {
             w.push(op::LOAD_STATIONARY);
             put_ap(w, &src);

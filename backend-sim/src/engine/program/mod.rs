@@ -6,20 +6,25 @@
 //!
 //! * `mod.rs` — the program types, the format's constants and [`Program::validate`];
 //! * `descriptors.rs` — the rules of DMA descriptors;
+//! * `stationary.rs` — the TensorE stationary/moving pairing, through loops;
+//! * `loops.rs` — loops and dynamic terms: their rules and the executor's plan;
 //! * `encode.rs`, `encode_instr.rs` — the writer ([`Program::to_bytes`]);
 //! * `decode.rs`, `decode_instr.rs` — the reader ([`Program::from_bytes`]);
 //! * `text/` — the text form ([`disassemble`], [`assemble`]).
 //!
-//! Versions: format 1.1 adds instructions, ALU operations, engine assignments and block DMA
-//! descriptors to 1.0. [`Program::format_minor`] is the lowest minor that can express a
-//! program; the writer writes it, and a 1.0 program is checked under the 1.0 rules (exactly
-//! as before 1.1 existed), any other under the 1.1 rules (NKI's engine assignment).
+//! Versions: format 1.1 adds instructions, ALU operations, engine assignments, block DMA
+//! descriptors, loops and dynamic terms to 1.0. [`Program::format_minor`] is the lowest
+//! minor that can express a program; the writer writes it, and a 1.0 program is checked
+//! under the 1.0 rules (exactly as before 1.1 existed), any other under the 1.1 rules (NKI's
+//! engine assignment).
 
 mod decode;
 mod decode_instr;
 mod descriptors;
 mod encode;
 mod encode_instr;
+mod loops;
+mod stationary;
 mod text;
 
 use std::collections::BTreeSet;
@@ -27,9 +32,12 @@ use std::collections::BTreeSet;
 use nrt_core::{Error, err};
 
 use super::dtype::DType;
-use super::isa::{DmaDescriptor, EngineId, Instr, check_engine, required_minor};
+use super::isa::{DmaDescriptor, DynTerm, EngineId, Instr, check_engine, required_minor};
 use super::memory::{DMA_ENGINES, DMA_QUEUES};
 use descriptors::validate_descriptor;
+pub(crate) use loops::{LoopPlan, check_instance};
+pub use loops::{MAX_DYNAMIC_INSTRS, MAX_LOOP_COUNT, MAX_TERMS};
+use stationary::Pairing;
 pub use text::{assemble, disassemble};
 
 /// The 8-byte magic that opens a serialized program.
@@ -57,6 +65,8 @@ const SEC_NAME: u32 = 1;
 const SEC_TENSORS: u32 = 2;
 const SEC_DESCRIPTORS: u32 = 3;
 const SEC_SEM_INIT: u32 = 4;
+/// Dynamic terms (format 1.1; written only when the program has some).
+const SEC_TERMS: u32 = 5;
 const SEC_STREAM_BASE: u32 = 0x10;
 /// Sections whose tag has this bit set may be skipped by readers that do not know them.
 const SEC_OPTIONAL: u32 = 0x8000_0000;
@@ -143,6 +153,9 @@ pub struct Program {
     pub descriptors: Vec<DmaDescriptor>,
     /// Initial semaphore values (unlisted semaphores start at 0).
     pub sem_init: Vec<(u8, u32)>,
+    /// Dynamic terms of instructions inside loops (format 1.1), sorted by engine, pc, slot
+    /// and register.
+    pub terms: Vec<DynTerm>,
 }
 
 impl Program {
@@ -166,14 +179,18 @@ impl Program {
 
     /// The lowest format minor that can express this program: 0 when it uses only what
     /// format 1.0 has (its instructions, ALU operation codes, engine assignments and byte
-    /// descriptors), 1 otherwise.
+    /// descriptors; no loops, no dynamic terms), 1 otherwise.
     pub fn format_minor(&self) -> u16 {
         let streams = EngineId::ALL.iter().any(|&engine| {
             self.stream(engine)
                 .iter()
                 .any(|ins| required_minor(ins, engine) > 0)
         });
-        u16::from(streams || self.descriptors.iter().any(DmaDescriptor::is_block))
+        u16::from(
+            streams
+                || !self.terms.is_empty()
+                || self.descriptors.iter().any(DmaDescriptor::is_block),
+        )
     }
 
     /// Checks every rule of the format: names, sizes, engines, operands (partition rules and
@@ -266,8 +283,10 @@ impl Program {
                     return Err(err!(Invalid, "{engine}: the stream must end with Halt"));
                 }
             }
-            let mut stationary: Option<(u8, u64, DType)> = None;
-            let mut transposed = false;
+            // The stationary pairing of a stream with loops is checked through its loops
+            // (`validate_loops`), after the loop structure.
+            let looped = stream.iter().any(Instr::is_loop);
+            let mut pairing = Pairing::default();
             for (pc, ins) in stream.iter().enumerate() {
                 let ctx = |e: Error| {
                     err!(
@@ -286,77 +305,38 @@ impl Program {
                     ));
                 }
                 ins.validate_operands().map_err(ctx)?;
-                match *ins {
-                    Instr::DmaTrigger {
-                        dma,
-                        queue,
-                        first,
-                        count,
-                        ..
-                    } => {
-                        if usize::from(dma) >= DMA_ENGINES || usize::from(queue) >= DMA_QUEUES {
-                            return Err(err!(
-                                Invalid,
-                                "{engine} pc {pc}: DMA engine {dma} queue {queue} does not exist \
-                                 (16 engines x 16 queues)"
-                            ));
-                        }
-                        if count == 0
-                            || u64::from(first) + u64::from(count) > self.descriptors.len() as u64
-                        {
-                            return Err(err!(
-                                Invalid,
-                                "{engine} pc {pc}: descriptors [{first}, {first}+{count}) are not \
-                                 in the table of {}",
-                                self.descriptors.len()
-                            ));
-                        }
+                if let Instr::DmaTrigger {
+                    dma,
+                    queue,
+                    first,
+                    count,
+                    ..
+                } = *ins
+                {
+                    if usize::from(dma) >= DMA_ENGINES || usize::from(queue) >= DMA_QUEUES {
+                        return Err(err!(
+                            Invalid,
+                            "{engine} pc {pc}: DMA engine {dma} queue {queue} does not exist \
+                             (16 engines x 16 queues)"
+                        ));
                     }
-                    Instr::LoadStationary { src } => {
-                        stationary = Some((src.partitions, src.free_elems(), src.dtype));
+                    if count == 0
+                        || u64::from(first) + u64::from(count) > self.descriptors.len() as u64
+                    {
+                        return Err(err!(
+                            Invalid,
+                            "{engine} pc {pc}: descriptors [{first}, {first}+{count}) are not \
+                             in the table of {}",
+                            self.descriptors.len()
+                        ));
                     }
-                    Instr::Transpose { .. } if engine == EngineId::Tensor => {
-                        // The transpose loads its input as the stationary.
-                        stationary = None;
-                        transposed = true;
-                    }
-                    Instr::MultiplyMoving { moving, dst, .. } => {
-                        let Some((k, m, dt)) = stationary else {
-                            return Err(if transposed {
-                                err!(
-                                    Invalid,
-                                    "{engine} pc {pc}: MultiplyMoving after a Transpose needs a \
-                                     LoadStationary (the transpose replaced the stationary)"
-                                )
-                            } else {
-                                err!(
-                                    Invalid,
-                                    "{engine} pc {pc}: MultiplyMoving before any LoadStationary"
-                                )
-                            });
-                        };
-                        if moving.partitions != k || moving.dtype != dt {
-                            return Err(err!(
-                                Invalid,
-                                "{engine} pc {pc}: moving [{} partitions, {}] does not match the \
-                                 stationary [{k} partitions, {dt}]",
-                                moving.partitions,
-                                moving.dtype
-                            ));
-                        }
-                        if u64::from(dst.partitions) != m {
-                            return Err(err!(
-                                Invalid,
-                                "{engine} pc {pc}: destination has {} partitions, the stationary \
-                                 free size is {m}",
-                                dst.partitions
-                            ));
-                        }
-                    }
-                    _ => {}
+                }
+                if !looped {
+                    pairing.step(engine, pc, ins)?;
                 }
             }
         }
+        loops::validate_loops(self, minor, &sizes)?;
         Ok(())
     }
 }
@@ -369,6 +349,9 @@ mod op {
     pub(super) const DMA_TRIGGER: u8 = 0x04;
     pub(super) const NOTIFY: u8 = 0x05;
     pub(super) const HALT: u8 = 0x06;
+    // Format 1.1 control.
+    pub(super) const LOOP_BEGIN: u8 = 0x07;
+    pub(super) const LOOP_END: u8 = 0x08;
     pub(super) const LOAD_STATIONARY: u8 = 0x10;
     pub(super) const MULTIPLY_MOVING: u8 = 0x11;
     pub(super) const TENSOR_TENSOR: u8 = 0x20;

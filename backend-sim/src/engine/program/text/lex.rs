@@ -12,7 +12,7 @@ pub(super) enum Tok {
     Num(String),
     /// A quoted string, unescaped.
     Str(String),
-    /// One of `= , [ ] ( ) : ; + . -`, or `>` of `->`.
+    /// One of `= , [ ] ( ) : ; + . - *`, or `>` of `->`.
     Punct(char),
 }
 
@@ -116,7 +116,7 @@ pub(super) fn line(number: usize, text: &str) -> Result<Line, Error> {
         } else if c == '-' && at(i + 1) == Some('>') {
             toks.push((Tok::Punct('>'), col));
             i += 2;
-        } else if "=,[]():;+.-".contains(c) {
+        } else if "=,[]():;+.-*".contains(c) {
             toks.push((Tok::Punct(c), col));
             i += 1;
         } else {

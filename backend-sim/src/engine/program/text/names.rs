@@ -1,7 +1,7 @@
 //! The names of the text form: instruction mnemonics, engines, ALU operations, activation
-//! functions, and the text form of a binary32.
+//! functions, dynamic-term slots, and the text form of a binary32.
 
-use crate::engine::isa::{ActFn, ActFunc, AluOp, EngineId, Instr};
+use crate::engine::isa::{ActFn, ActFunc, AluOp, EngineId, Instr, TermSlot};
 
 /// The mnemonic of each instruction (snake case, `nki.isa`'s name where it has one).
 pub(super) const fn mnemonic(ins: &Instr) -> &'static str {
@@ -12,6 +12,8 @@ pub(super) const fn mnemonic(ins: &Instr) -> &'static str {
         Instr::DmaTrigger { .. } => "dma_trigger",
         Instr::Notify { .. } => "notify",
         Instr::Halt => "halt",
+        Instr::LoopBegin { .. } => "loop_begin",
+        Instr::LoopEnd { .. } => "loop_end",
         Instr::LoadStationary { .. } => "load_stationary",
         Instr::MultiplyMoving { .. } => "nc_matmul",
         Instr::TensorTensor { .. } => "tensor_tensor",
@@ -45,6 +47,19 @@ pub(super) fn float(v: f32) -> String {
         if v > 0.0 { "inf" } else { "-inf" }.to_owned()
     } else {
         format!("{v:?}")
+    }
+}
+
+/// The text of a dynamic term's slot: `offset(K)`, `partition(K)`, `value`, `dma_src`,
+/// `dma_dst` or `dma_first`.
+pub(super) fn slot_text(s: TermSlot) -> String {
+    match s {
+        TermSlot::Offset(k) => format!("offset({k})"),
+        TermSlot::Partition(k) => format!("partition({k})"),
+        TermSlot::Value => "value".to_owned(),
+        TermSlot::DmaSrc => "dma_src".to_owned(),
+        TermSlot::DmaDst => "dma_dst".to_owned(),
+        TermSlot::DmaFirst => "dma_first".to_owned(),
     }
 }
 

@@ -8,10 +8,12 @@ use super::lex::{Line, Tok};
 use super::names::{actfn_named, actfunc_named, alu_named};
 use crate::engine::dtype::DType;
 use crate::engine::isa::{
-    AccessPattern, ActReduce, AluOp, Bias, Dim, Instr, MAX_DIMS, Operand, ScalarStep, SemCmp, Space,
+    AccessPattern, ActReduce, AluOp, Bias, Dim, Instr, MAX_DIMS, Operand, ScalarStep, SemCmp,
+    Space, TermSlot,
 };
 
 const MNEMONICS: &str = "an instruction (sem_wait, sem_inc, sem_set, dma_trigger, notify, halt, \
+     loop_begin, loop_end, \
      load_stationary, nc_matmul, tensor_tensor, tensor_scalar, activation, tensor_copy, memset, \
      iota, tensor_scalar_chain, scalar_tensor_tensor, tensor_reduce, activate, reciprocal, \
      nc_transpose, affine_select, range_select, bn_stats, bn_aggr, tensor_tensor_scan, max8, \
@@ -194,6 +196,60 @@ fn ku32(l: &mut Line, key: &str) -> Result<u32, Error> {
     l.uint::<u32>(key)
 }
 
+/// The dynamic terms after an instruction: nothing, or `with SLOT += STEP*rREG, ...`; each
+/// as `(slot, reg, step)`.
+pub(super) fn terms(l: &mut Line) -> Result<Vec<(TermSlot, u8, i64)>, Error> {
+    let mut v = Vec::new();
+    if !matches!(l.peek(), Some(Tok::Ident(s)) if s == "with") {
+        return Ok(v);
+    }
+    l.next();
+    loop {
+        const WHAT: &str =
+            "a term slot (offset(K), partition(K), value, dma_src, dma_dst or dma_first)";
+        let word = l.ident(WHAT)?;
+        let slot = match word.as_str() {
+            "offset" | "partition" => {
+                l.punct('(')?;
+                let k = l.uint::<u8>("a pattern operand index")?;
+                l.punct(')')?;
+                if word == "offset" {
+                    TermSlot::Offset(k)
+                } else {
+                    TermSlot::Partition(k)
+                }
+            }
+            "value" => TermSlot::Value,
+            "dma_src" => TermSlot::DmaSrc,
+            "dma_dst" => TermSlot::DmaDst,
+            "dma_first" => TermSlot::DmaFirst,
+            _ => {
+                l.back();
+                return Err(l.expected(WHAT));
+            }
+        };
+        l.punct('+')?;
+        l.punct('=')?;
+        let step = l.int("a step", i128::from(i64::MIN), i128::from(i64::MAX))?;
+        l.punct('*')?;
+        let reg = match l.peek() {
+            Some(Tok::Ident(s)) => s
+                .strip_prefix('r')
+                .filter(|d| !d.is_empty() && d.len() <= 3 && d.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|d| d.parse::<u8>().ok()),
+            _ => None,
+        };
+        let Some(reg) = reg else {
+            return Err(l.expected("an iteration register (r0, r1, ...)"));
+        };
+        l.next();
+        v.push((slot, reg, i64::try_from(step).unwrap_or(0)));
+        if !l.eat(',') {
+            return Ok(v);
+        }
+    }
+}
+
 /// One instruction (the line's tokens from its mnemonic on).
 pub(super) fn instr(l: &mut Line) -> Result<Instr, Error> {
     let m = l.ident(MNEMONICS)?;
@@ -233,6 +289,13 @@ pub(super) fn instr(l: &mut Line) -> Result<Instr, Error> {
             payload: ku32(l, "payload")?,
         },
         "halt" => Instr::Halt,
+        "loop_begin" => Instr::LoopBegin {
+            reg: ku8(l, "reg")?,
+            count: ku32(l, "count")?,
+        },
+        "loop_end" => Instr::LoopEnd {
+            reg: ku8(l, "reg")?,
+        },
         "load_stationary" => Instr::LoadStationary {
             src: kap(l, "src")?,
         },

@@ -7,11 +7,11 @@ use nrt_core::{Error, NrtStatus, err};
 
 use super::lex::{Line, Tok, line};
 use super::names::engine_named;
-use super::operands::{dtype, instr};
-use crate::engine::isa::{DmaBlock, DmaDescriptor, DmaEndpoint, EngineId, MemKind};
+use super::operands::{dtype, instr, terms};
+use crate::engine::isa::{DmaBlock, DmaDescriptor, DmaEndpoint, DynTerm, EngineId, MemKind};
 use crate::engine::program::{
-    FORMAT_MAJOR, MAX_DESCRIPTORS, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSORS, Program, TensorDecl,
-    TensorKind,
+    FORMAT_MAJOR, MAX_DESCRIPTORS, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSORS, MAX_TERMS, Program,
+    TensorDecl, TensorKind,
 };
 
 /// What the assembler has read so far, with the line of each instruction and descriptor.
@@ -51,8 +51,22 @@ pub(super) fn program(text: &str) -> Result<Program, Error> {
                 return Err(l.expected("a directive (`.tensor`, `.engine`, ...)"));
             };
             let ins = instr(&mut l)?;
+            let ts = terms(&mut l)?;
             l.finish()?;
             let stream = &mut st.p.streams[engine.index()];
+            let pc = u32::try_from(stream.len()).unwrap_or(u32::MAX);
+            for (slot, reg, step) in ts {
+                if st.p.terms.len() >= MAX_TERMS {
+                    return Err(l.error_at_prev(&format!("more than {MAX_TERMS} dynamic terms")));
+                }
+                st.p.terms.push(DynTerm {
+                    engine,
+                    pc,
+                    slot,
+                    reg,
+                    step,
+                });
+            }
             if stream.len() >= MAX_STREAM_INSTRS {
                 return Err(l.error_at_prev(&format!(
                     "{engine}: more than {MAX_STREAM_INSTRS} instructions"
@@ -326,25 +340,32 @@ fn endpoint(l: &mut Line, p: &Program) -> Result<DmaEndpoint, Error> {
 }
 
 /// Adds the line of the instruction or descriptor a validation message names
-/// (`<engine> pc N` or `DMA descriptor N`).
+/// (`<engine> pc N`, `dynamic term on <engine> pc N`, `dynamic term N` or `DMA descriptor N`).
 fn locate(st: &State, e: &Error) -> Error {
     let msg = e.message();
+    let number = |rest: &str| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<usize>().ok()
+    };
+    let instr_line = |engine: EngineId, pc: usize| st.instr_lines[engine.index()].get(pc).copied();
     let mut line = None;
+    let body = msg.strip_prefix("dynamic term on ").unwrap_or(msg);
     for engine in EngineId::ALL {
-        if let Some(rest) = msg.strip_prefix(&format!("{engine} pc ")) {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            line = digits
-                .parse::<usize>()
-                .ok()
-                .and_then(|pc| st.instr_lines[engine.index()].get(pc).copied());
+        if let Some(pc) = body.strip_prefix(&format!("{engine} pc ")).and_then(number) {
+            line = instr_line(engine, pc);
         }
     }
-    if let Some(rest) = msg.strip_prefix("DMA descriptor ") {
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        line = digits
-            .parse::<usize>()
+    if let Some(t) = msg
+        .strip_prefix("dynamic term ")
+        .and_then(number)
+        .and_then(|i| st.p.terms.get(i))
+    {
+        line = usize::try_from(t.pc)
             .ok()
-            .and_then(|i| st.desc_lines.get(i).copied());
+            .and_then(|pc| instr_line(t.engine, pc));
+    }
+    if let Some(i) = msg.strip_prefix("DMA descriptor ").and_then(number) {
+        line = st.desc_lines.get(i).copied();
     }
     match line {
         Some(n) => Error::new(e.status(), format_args!("line {n}: {msg}")),

@@ -1,14 +1,15 @@
 //! The disassembler: the header (format, name, tensors and constant data, initial
 //! semaphores, the DMA descriptors grouped under the triggers that start them, with the
-//! queues and semaphores as comments), then each engine's stream, one instruction a line.
+//! queues and semaphores as comments), then each engine's stream, one instruction a line
+//! (loop bodies indented), each followed by its dynamic terms (`with SLOT += STEP*rREG, ...`).
 
 use core::fmt::Write as _;
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::names::{float, mnemonic};
+use super::names::{float, mnemonic, slot_text};
 use crate::engine::isa::{
-    AccessPattern, ActReduce, Bias, DmaBlock, DmaEndpoint, EngineId, Instr, MemKind, Operand,
-    ScalarStep, SemCmp, Space,
+    AccessPattern, ActReduce, Bias, DmaBlock, DmaEndpoint, DynTerm, EngineId, Instr, MemKind,
+    Operand, ScalarStep, SemCmp, Space,
 };
 use crate::engine::program::{FORMAT_MAJOR, Program, TensorKind};
 
@@ -53,8 +54,34 @@ pub(super) fn program(p: &Program) -> String {
             engine.name(),
             stream.len()
         );
-        for ins in stream {
-            let _ = writeln!(s, "    {}", instr(ins));
+        let terms: Vec<&DynTerm> = p.terms.iter().filter(|t| t.engine == engine).collect();
+        let mut depth = 0usize;
+        for (pc, ins) in stream.iter().enumerate() {
+            if matches!(ins, Instr::LoopEnd { .. }) {
+                depth = depth.saturating_sub(1);
+            }
+            let mine: Vec<String> = terms
+                .iter()
+                .filter(|t| usize::try_from(t.pc).ok() == Some(pc))
+                .map(|t| term(t))
+                .collect();
+            let with = if mine.is_empty() {
+                String::new()
+            } else {
+                format!(" with {}", mine.join(", "))
+            };
+            let _ = writeln!(s, "    {}{}{with}", "  ".repeat(depth), instr(ins));
+            if matches!(ins, Instr::LoopBegin { .. }) {
+                depth += 1;
+            }
+        }
+        // Terms of instructions the stream does not have (an invalid program): shown, but
+        // they cannot be written back.
+        for t in terms
+            .iter()
+            .filter(|t| usize::try_from(t.pc).map_or(true, |pc| pc >= stream.len()))
+        {
+            let _ = writeln!(s, "    # dynamic term of missing pc {}: {}", t.pc, term(t));
         }
     }
     s
@@ -143,6 +170,11 @@ fn descriptors(s: &mut String, p: &Program) {
             d.len
         );
     }
+}
+
+/// `SLOT += STEP*rREG`.
+fn term(t: &DynTerm) -> String {
+    format!("{} += {}*r{}", slot_text(t.slot), t.step, t.reg)
 }
 
 fn tensor_ref(p: &Program, index: u64) -> String {
@@ -253,6 +285,8 @@ fn instr(ins: &Instr) -> String {
         } => format!("{m} dma={dma} queue={queue} first={first} count={count} sem={sem} inc={inc}"),
         Instr::Notify { payload } => format!("{m} payload={payload}"),
         Instr::Halt => m.to_owned(),
+        Instr::LoopBegin { reg, count } => format!("{m} reg={reg} count={count}"),
+        Instr::LoopEnd { reg } => format!("{m} reg={reg}"),
         Instr::LoadStationary { src } => format!("{m} src={}", ap(&src)),
         Instr::MultiplyMoving {
             moving,

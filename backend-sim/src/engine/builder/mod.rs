@@ -1,5 +1,9 @@
 //! `ProgramBuilder`: assembles engine streams, DMA descriptors and semaphores into a
-//! [`Program`].
+//! [`Program`]; with loops (format 1.1), dynamic terms and semaphore waits counted through
+//! loops (`loops.rs`, bookkeeping in `state.rs`).
+
+mod loops;
+mod state;
 
 use nrt_core::{Error, err};
 
@@ -7,6 +11,8 @@ use super::dtype::DType;
 use super::isa::{DmaDescriptor, DmaEndpoint, EngineId, Instr, SemCmp};
 use super::memory::{DMA_ENGINES, SEMAPHORES};
 use super::program::{Program, TensorDecl, TensorKind};
+pub use loops::{DmaStep, LoopId};
+use state::LoopState;
 
 /// Hands out fresh semaphore indices.
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,11 +33,47 @@ impl SemAlloc {
 }
 
 /// Builds a [`Program`] instruction by instruction.
+///
+/// Loops (format 1.1): [`loop_begin`](Self::loop_begin) opens a loop on a set of engines (each
+/// runs the same body `count` times, with the loop's iteration register), instructions pushed
+/// until [`loop_end`](Self::loop_end) form the body, [`term`](Self::term) makes an operand of
+/// the instruction just pushed move with the iteration, and [`dma_looped`](Self::dma_looped) /
+/// [`dma_spread_looped`](Self::dma_spread_looped) trigger one descriptor group whose offsets
+/// move per iteration. [`wait_all`](Self::wait_all) waits for every increment of a semaphore
+/// pushed before it — counted through the loops, so a double-buffered pipeline is written
+/// as if unrolled:
+///
+/// ```
+/// use nrt_sim::engine::{DType, DmaStep, EngineId, ProgramBuilder, kernels};
+/// # fn main() -> Result<(), nrt_core::Error> {
+/// // Copy 64 rows of 256 fp32 from `x` to `y` through SBUF, one row per iteration.
+/// let mut b = ProgramBuilder::new("copy_rows");
+/// let x = b.input("x", DType::F32, &[64, 256]);
+/// let y = b.output("y", DType::F32, &[64, 256]);
+/// let (loaded, stored) = (b.sem()?, b.sem()?);
+/// let row = 256 * 4;
+/// let lp = b.loop_begin(&[EngineId::Sync], 64)?;
+/// b.wait_all(EngineId::Sync, stored)?; // the previous row has left SBUF
+/// let load = kernels::rows_to_sbuf(x, DType::F32, 256, 0, 0, 1, 256, 0, 0);
+/// b.dma_looped(EngineId::Sync, 0, 0, &load, loaded, 1, &[DmaStep { lp, src: row, dst: 0 }])?;
+/// b.wait_all(EngineId::Sync, loaded)?;
+/// let store = kernels::sbuf_to_rows(y, DType::F32, 256, 0, 0, 1, 256, 0, 0);
+/// b.dma_looped(EngineId::Sync, 1, 0, &store, stored, 1, &[DmaStep { lp, src: 0, dst: row }])?;
+/// b.loop_end(lp)?;
+/// b.wait_all(EngineId::Sync, stored)?;
+/// let program = b.build()?;
+/// // SyncE: LoopBegin, the 4-instruction body once (not 64 times), LoopEnd, SemWait, Halt;
+/// // a Halt on each other engine.
+/// assert_eq!(program.instruction_count(), 8 + 4);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct ProgramBuilder {
     program: Program,
     sems: SemAlloc,
     next_dma: usize,
+    loops: LoopState,
 }
 
 impl ProgramBuilder {
@@ -44,6 +86,7 @@ impl ProgramBuilder {
             },
             sems: SemAlloc::default(),
             next_dma: 0,
+            loops: LoopState::new(),
         }
     }
 
@@ -89,8 +132,15 @@ impl ProgramBuilder {
         self.program.sem_init.push((sem, value));
     }
 
-    /// Appends an instruction to `engine`'s stream.
+    /// Appends an instruction to `engine`'s stream. Inside loops, `engine` must run the
+    /// innermost loop; loop instructions come from [`loop_begin`](Self::loop_begin) and
+    /// [`loop_end`](Self::loop_end) (a misuse is reported by [`build`](Self::build)).
     pub fn push(&mut self, engine: EngineId, ins: Instr) {
+        self.loops.on_push(engine, &ins);
+        self.push_raw(engine, ins);
+    }
+
+    fn push_raw(&mut self, engine: EngineId, ins: Instr) {
         if let Some(s) = self.program.streams.get_mut(engine.index()) {
             s.push(ins);
         }
@@ -177,11 +227,34 @@ impl ProgramBuilder {
         n
     }
 
-    /// Finishes: appends `Halt` to every stream and validates.
+    /// Finishes: appends `Halt` to every stream, sorts the dynamic terms (merging those of one
+    /// slot and register) and validates. Open loops and misuses of `push` are errors.
     pub fn build(mut self) -> Result<Program, Error> {
+        if let Some(e) = self.loops.error.take() {
+            return Err(e);
+        }
+        if let Some(l) = self.loops.open.last() {
+            return Err(err!(
+                Invalid,
+                "the loop of {} iterations opened at depth {} is not closed",
+                l.count,
+                self.loops.open.len()
+            ));
+        }
         for s in &mut self.program.streams {
             s.push(Instr::Halt);
         }
+        let mut terms = std::mem::take(&mut self.loops.terms);
+        terms.sort_by_key(|t| t.key());
+        let mut merged: Vec<super::isa::DynTerm> = Vec::with_capacity(terms.len());
+        for t in terms {
+            match merged.last_mut() {
+                Some(m) if m.key() == t.key() => m.step = m.step.wrapping_add(t.step),
+                _ => merged.push(t),
+            }
+        }
+        merged.retain(|t| t.step != 0);
+        self.program.terms = merged;
         self.program.validate()?;
         Ok(self.program)
     }
@@ -195,7 +268,7 @@ impl ProgramBuilder {
 /// Descriptors copying rows of a row-major HBM tensor into consecutive SBUF partitions:
 /// row `row0 + r`, columns `[col0, col0 + ncols)` → partition `part0 + r` at `sbuf_offset`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn rows_to_sbuf(
+pub fn rows_to_sbuf(
     tensor: u32,
     dtype: DType,
     row_len: u64,
@@ -224,7 +297,7 @@ pub(crate) fn rows_to_sbuf(
 
 /// The inverse of [`rows_to_sbuf`]: partitions → rows of an HBM tensor.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sbuf_to_rows(
+pub fn sbuf_to_rows(
     tensor: u32,
     dtype: DType,
     row_len: u64,
