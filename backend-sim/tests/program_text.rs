@@ -728,3 +728,22 @@ fn mutated_texts_never_panic() {
         let _ = assemble(&doubled.join("\n"));
     }
 }
+
+/// The text block of `docs/SIM_ISA.md`'s "Program text" section.
+fn docs_example() -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/SIM_ISA.md"))
+        .unwrap();
+    let sec = &doc[doc.find("## Program text").unwrap()..];
+    let start = sec.find("```\n").unwrap() + 4;
+    let len = sec[start..].find("```\n").unwrap();
+    sec[start..start + len].to_owned()
+}
+
+/// Rule: the documentation's example is a disassembly: it assembles, and disassembles to
+/// itself.
+#[test]
+fn the_documented_example_is_a_disassembly() {
+    let text = docs_example();
+    let p = assemble(&text).unwrap();
+    assert_eq!(disassemble(&p), text);
+}

@@ -135,6 +135,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             kernels::matmul(8, 16, 8, DType::Bf16, DType::F32)?,
         ),
         ("isa11", isa11_program()?),
+        (
+            "matmul_looped",
+            kernels::matmul_looped(256, 256, 512, DType::Bf16, DType::F32)?,
+        ),
     ];
     let asm_dir = corpus.join("assembler");
     for (name, p) in &programs {

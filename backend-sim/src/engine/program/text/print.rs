@@ -50,9 +50,10 @@ pub(super) fn program(p: &Program) -> String {
         let stream = p.stream(engine);
         let _ = writeln!(
             s,
-            "\n.engine {}  # {} instructions",
+            "\n.engine {}  # {} instruction{}",
             engine.name(),
-            stream.len()
+            stream.len(),
+            if stream.len() == 1 { "" } else { "s" }
         );
         let terms: Vec<&DynTerm> = p.terms.iter().filter(|t| t.engine == engine).collect();
         let mut depth = 0usize;
