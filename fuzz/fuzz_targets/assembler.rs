@@ -31,6 +31,14 @@ fuzz_target!(|data: &[u8]| {
     let listing = disassemble(&program);
     let again = assemble(&listing)
         .unwrap_or_else(|e| panic!("a disassembly does not assemble: {e:?}\n{listing}"));
-    assert_eq!(again.to_bytes(), bytes, "the round trip changed the program");
-    assert_eq!(disassemble(&again), listing, "the disassembly is not a fixed point");
+    assert_eq!(
+        again.to_bytes(),
+        bytes,
+        "the round trip changed the program"
+    );
+    assert_eq!(
+        disassemble(&again),
+        listing,
+        "the disassembly is not a fixed point"
+    );
 });
