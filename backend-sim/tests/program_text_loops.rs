@@ -221,3 +221,48 @@ fn malformed_loops_and_terms_fail_with_exact_messages() {
         assert_eq!(e.message(), want);
     }
 }
+
+/// Rule: disassembling a program that does not validate never panics: a term of a missing
+/// instruction becomes a comment, a tensor index out of range is written as a number, a
+/// pattern with more dimension slots claimed than exist shows the four there are.
+#[test]
+fn invalid_programs_disassemble_without_panicking() {
+    use nrt_sim::engine::DynTerm;
+    let mut p = Program::default();
+    p.streams[2].push(Instr::TensorCopy {
+        src: AccessPattern {
+            ndims: 9,
+            partitions: 0,
+            ..AccessPattern::sbuf(DType::F32, 200, 1, 0, 4)
+        },
+        out: AccessPattern::sbuf(DType::F32, 0, 255, 0, 4),
+    });
+    p.terms.push(DynTerm {
+        engine: EngineId::Vector,
+        pc: 7,
+        slot: TermSlot::DmaFirst,
+        reg: 9,
+        step: i64::MIN,
+    });
+    p.descriptors.push(DmaDescriptor {
+        src: DmaEndpoint::Hbm {
+            tensor: 4,
+            offset: u64::MAX,
+        },
+        dst: DmaEndpoint::Sbuf {
+            partition: 0,
+            offset: 0,
+        },
+        len: 0,
+    });
+    let text = disassemble(&p);
+    for want in [
+        "    tensor_copy src=sbuf.fp32[200:200][0; [1,4], [0,0], [0,0], [0,0]] \
+         out=sbuf.fp32[0:255][0; [1,4]]\n",
+        "    # dynamic term of missing pc 7: dma_first += -9223372036854775808*r9\n",
+        ".desc 0 src=hbm:4+18446744073709551615 dst=sbuf:0+0 len=0\n",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(assemble(&text).is_err());
+}

@@ -55,17 +55,21 @@ pub(super) fn program(p: &Program) -> String {
             stream.len(),
             if stream.len() == 1 { "" } else { "s" }
         );
-        let terms: Vec<&DynTerm> = p.terms.iter().filter(|t| t.engine == engine).collect();
+        // Each instruction's terms, in table order.
+        let mut by_pc: BTreeMap<u32, Vec<&DynTerm>> = BTreeMap::new();
+        for t in p.terms.iter().filter(|t| t.engine == engine) {
+            by_pc.entry(t.pc).or_default().push(t);
+        }
         let mut depth = 0usize;
         for (pc, ins) in stream.iter().enumerate() {
             if matches!(ins, Instr::LoopEnd { .. }) {
                 depth = depth.saturating_sub(1);
             }
-            let mine: Vec<String> = terms
-                .iter()
-                .filter(|t| usize::try_from(t.pc).ok() == Some(pc))
-                .map(|t| term(t))
-                .collect();
+            let mine: Vec<String> = u32::try_from(pc)
+                .ok()
+                .and_then(|pc| by_pc.get(&pc))
+                .map(|ts| ts.iter().map(|t| term(t)).collect())
+                .unwrap_or_default();
             let with = if mine.is_empty() {
                 String::new()
             } else {
@@ -78,10 +82,8 @@ pub(super) fn program(p: &Program) -> String {
         }
         // Terms of instructions the stream does not have (an invalid program): shown, but
         // they cannot be written back.
-        for t in terms
-            .iter()
-            .filter(|t| usize::try_from(t.pc).map_or(true, |pc| pc >= stream.len()))
-        {
+        let missing = by_pc.range(u32::try_from(stream.len()).unwrap_or(u32::MAX)..);
+        for t in missing.flat_map(|(_, ts)| ts) {
             let _ = writeln!(s, "    # dynamic term of missing pc {}: {}", t.pc, term(t));
         }
     }
