@@ -135,9 +135,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             kernels::matmul(8, 16, 8, DType::Bf16, DType::F32)?,
         ),
         ("isa11", isa11_program()?),
+        // Format 1.1 loops: every loop of the kernel (groups, N-block pairs, K-tile pairs).
         (
             "matmul_looped",
-            kernels::matmul_looped(256, 256, 512, DType::Bf16, DType::F32)?,
+            kernels::matmul_looped(1024, 640, 2048, DType::Bf16, DType::F32)?,
         ),
     ];
     let asm_dir = corpus.join("assembler");
