@@ -164,3 +164,33 @@ fn asm_and_info_program_errors_are_one_line() {
         ),
     );
 }
+
+/// Rule: several texts make one subgraph each; `nrt info --program` then prints each
+/// program under a `# subgraph NAME` line; `--name` names the model.
+#[test]
+fn asm_packs_one_subgraph_per_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("m.toml"), SPEC).unwrap();
+    let text = quiet_stdout_of(nrt().arg("info").arg("--program").arg(d.join("m.toml")));
+    std::fs::write(d.join("p.s"), &text).unwrap();
+    let neff = d.join("two.neff");
+    let s = stdout_of(
+        nrt()
+            .arg("asm")
+            .arg(d.join("p.s"))
+            .arg(d.join("p.s"))
+            .args(["--name", "pair", "-o"])
+            .arg(&neff),
+    );
+    assert!(s.contains("model 'pair', 2 subgraphs"), "{s}");
+    let both = quiet_stdout_of(nrt().arg("info").arg("--program").arg(&neff));
+    let parts: Vec<&str> = both.split("# subgraph ").collect();
+    assert_eq!(parts.len(), 3, "{both}");
+    assert_eq!(parts[0], "");
+    for part in &parts[1..] {
+        let (name, body) = part.split_once('\n').unwrap();
+        assert!(name.starts_with("sg"), "{name}");
+        assert_eq!(body.trim_end(), text.trim_end());
+    }
+}
