@@ -114,7 +114,7 @@ fn semaphores(s: &mut String, p: &Program) {
         let mut parts = Vec::new();
         for (what, engines) in [
             ("waited on by", wait),
-            ("set by", set),
+            ("incremented or set by", set),
             ("raised by DMA triggered from", dma),
         ] {
             if !engines.is_empty() {
