@@ -27,6 +27,8 @@ pub(crate) enum Cmd {
     Ls(LsArgs),
     /// Compile a model spec (.toml) into a simulator NEFF
     Build(BuildArgs),
+    /// Assemble simulator program texts (as `nrt info --program` prints them) into a NEFF
+    Asm(AsmArgs),
     /// Measure execution latency (p50/p99) and throughput
     Bench(BenchArgs),
     /// Timeline traces
@@ -73,6 +75,23 @@ pub(crate) struct RunArgs {
 pub(crate) struct InfoArgs {
     /// The NEFF (or a .toml spec, built in memory)
     pub(crate) model: PathBuf,
+    /// Print the disassembly of each subgraph's simulator program instead (the text `nrt asm`
+    /// reads; docs/SIM_ISA.md, "Program text")
+    #[arg(long)]
+    pub(crate) program: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AsmArgs {
+    /// Program texts, one per subgraph (in order)
+    #[arg(required = true, value_name = "PROGRAM.s")]
+    pub(crate) files: Vec<PathBuf>,
+    /// Where to write the NEFF
+    #[arg(short, long, value_name = "MODEL.neff")]
+    pub(crate) output: PathBuf,
+    /// The model's name [default: the first program's name, else the file's stem]
+    #[arg(long)]
+    pub(crate) name: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,8 @@
 //! nrt run examples/mlp.toml                       # build a spec in memory, run it, summarise
 //! nrt run MODEL.neff --input x=x.npy -o out/      # run a NEFF, save the outputs as .npy
 //! nrt info MODEL.neff                             # header, subgraphs, I/O tensors
+//! nrt info --program MODEL.neff > p.s             # its simulator program as text
+//! nrt asm p.s -o EDITED.neff                      # a (hand-edited) program text into a NEFF
 //! nrt ls                                          # devices and cores (like neuron-ls)
 //! nrt build SPEC.toml -o MODEL.neff               # compile a spec into a simulator NEFF
 //! nrt bench MODEL.neff --iterations 200           # latency p50/p99, throughput
@@ -20,6 +22,7 @@
 //! failure, 2 for a usage error.
 
 mod args;
+mod asm;
 mod backend;
 mod bench;
 mod build;
@@ -61,7 +64,9 @@ fn clap_one_line(e: &clap::Error) -> String {
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Run(a) => run::run(&a),
+        Cmd::Info(a) if a.program => asm::print_programs(&a.model),
         Cmd::Info(a) => info::info(&a.model),
+        Cmd::Asm(a) => asm::asm(&a.files, &a.output, a.name.as_deref()),
         Cmd::Ls(a) => ls::ls(&a),
         Cmd::Build(a) => build::build(&a.spec, &a.output, a.inputs_dir.as_deref()),
         Cmd::Bench(a) => bench::bench(&a),

@@ -579,10 +579,10 @@ fn trace_render_errors_are_one_line() {
 #[test]
 fn help_lists_every_subcommand() {
     let s = stdout_of(nrt().arg("--help"));
-    for sub in ["run", "info", "ls", "build", "bench", "trace"] {
+    for sub in ["run", "info", "ls", "build", "asm", "bench", "trace"] {
         assert!(s.contains(&format!("  {sub} ")), "{sub} missing from\n{s}");
     }
-    for sub in ["run", "info", "ls", "build", "bench"] {
+    for sub in ["run", "info", "ls", "build", "asm", "bench"] {
         nrt()
             .args([sub, "--help"])
             .assert()

@@ -5,7 +5,8 @@
 //!   when it exists (read at run time, never copied into the repository; without it a
 //!   `SKIPPED` line on stderr, or an error when `NRT_REQUIRE_SHARED=1`);
 //! * `sim_program`: the kernel builders' programs, and one program of format-1.1 instructions
-//!   and block DMA descriptors.
+//!   and block DMA descriptors;
+//! * `assembler`: the same programs as text (`engine::disassemble`).
 //!
 //! The structured targets (`neff_roundtrip`, `config`, `facade`, `coredump_template`) start
 //! from libFuzzer's own inputs.
@@ -19,7 +20,7 @@ use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 use nrt_sim::engine::{
     AccessPattern, ActFn, ActReduce, AluOp, Bias, DType, DmaBlock, DmaDescriptor, DmaEndpoint,
-    EngineId, Instr, MemKind, Operand, Program, ProgramBuilder, ScalarStep, kernels,
+    EngineId, Instr, MemKind, Operand, Program, ProgramBuilder, ScalarStep, disassemble, kernels,
 };
 
 /// A small program of format-1.1 instructions: a block DMA load (transposing), a tensor-scalar
@@ -140,8 +141,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             kernels::matmul_looped(1024, 640, 2048, DType::Bf16, DType::F32)?,
         ),
     ];
+    let asm_dir = corpus.join("assembler");
     for (name, p) in &programs {
         save(&prog_dir, &format!("{name}.prog"), &p.to_bytes())?;
+        save(&asm_dir, &format!("{name}.s"), disassemble(p).as_bytes())?;
         save(
             &neff_dir,
             &format!("{name}.neff"),

@@ -10,11 +10,22 @@
 
 use nrt_kernel::{EngineId, Program};
 use nrt_sim::Instance;
-use nrt_sim::engine::{Device, EventKind, ExecOptions, ExecReport, Instr, TensorKind, Track};
+use nrt_sim::engine::{
+    Device, EventKind, ExecOptions, ExecReport, Instr, TensorKind, Track, assemble, disassemble,
+};
 
 /// Runs `program` on a trn1 device with `inputs` written by name; asserts the run completed
-/// without hazards; returns the outputs by name and the report.
+/// without hazards; returns the outputs by name and the report. Every program run is also
+/// checked to survive the program text: `assemble(disassemble(p))` encodes to `p`'s bytes.
 pub fn run(program: &Program, inputs: &[(&str, Vec<u8>)]) -> (Vec<(String, Vec<u8>)>, ExecReport) {
+    let text = disassemble(program);
+    let back = assemble(&text).unwrap_or_else(|e| panic!("{}: {e:?}", program.name));
+    assert_eq!(
+        back.to_bytes(),
+        program.to_bytes(),
+        "{}: text round trip",
+        program.name
+    );
     let mut dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, program.clone()).unwrap();
     for (n, d) in inputs {

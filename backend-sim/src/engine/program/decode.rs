@@ -110,17 +110,25 @@ impl Program {
         if r.remaining() != 0 {
             return Err(err!(Invalid, "{} trailing bytes", r.remaining()));
         }
-        let uses = p.format_minor();
-        p.validate_as(uses.max(minor.min(FORMAT_MINOR)))?;
+        p.check_versioned(minor)?;
+        Ok(p)
+    }
+
+    /// The checks of a program read with header minor `minor` (binary or text): validated
+    /// under the rules of that minor or of what the program uses, whichever is newer; a
+    /// program that uses more than its header says is refused.
+    pub(super) fn check_versioned(&self, minor: u16) -> Result<(), Error> {
+        let uses = self.format_minor();
+        self.validate_as(uses.max(minor.min(FORMAT_MINOR)))?;
         if uses > minor {
             return Err(err!(
                 Invalid,
                 "{} needs format {FORMAT_MAJOR}.{uses}; the program's header says \
                  {FORMAT_MAJOR}.{minor}",
-                first_1_1_feature(&p)
+                first_1_1_feature(self)
             ));
         }
-        Ok(p)
+        Ok(())
     }
 }
 

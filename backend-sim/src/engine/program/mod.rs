@@ -9,7 +9,8 @@
 //! * `stationary.rs` — the TensorE stationary/moving pairing, through loops;
 //! * `loops.rs` — loops and dynamic terms: their rules and the executor's plan;
 //! * `encode.rs`, `encode_instr.rs` — the writer ([`Program::to_bytes`]);
-//! * `decode.rs`, `decode_instr.rs` — the reader ([`Program::from_bytes`]).
+//! * `decode.rs`, `decode_instr.rs` — the reader ([`Program::from_bytes`]);
+//! * `text/` — the text form ([`disassemble`], [`assemble`]).
 //!
 //! Versions: format 1.1 adds instructions, ALU operations, engine assignments, block DMA
 //! descriptors, loops and dynamic terms to 1.0. [`Program::format_minor`] is the lowest
@@ -24,6 +25,7 @@ mod encode;
 mod encode_instr;
 mod loops;
 mod stationary;
+mod text;
 
 use std::collections::BTreeSet;
 
@@ -36,6 +38,7 @@ use descriptors::validate_descriptor;
 pub(crate) use loops::{LoopPlan, check_instance};
 pub use loops::{MAX_DYNAMIC_INSTRS, MAX_LOOP_COUNT, MAX_TERMS};
 use stationary::Pairing;
+pub use text::{assemble, disassemble};
 
 /// The 8-byte magic that opens a serialized program.
 pub const MAGIC: [u8; 8] = *b"NRTSIMPG";
