@@ -23,6 +23,7 @@ mod descriptors;
 mod encode;
 mod encode_instr;
 mod loops;
+mod reroll;
 mod stationary;
 
 use std::collections::BTreeSet;
@@ -35,6 +36,7 @@ use super::memory::{DMA_ENGINES, DMA_QUEUES};
 use descriptors::validate_descriptor;
 pub(crate) use loops::{LoopPlan, check_instance};
 pub use loops::{MAX_DYNAMIC_INSTRS, MAX_LOOP_COUNT, MAX_TERMS};
+pub use reroll::reroll;
 use stationary::Pairing;
 
 /// The 8-byte magic that opens a serialized program.
