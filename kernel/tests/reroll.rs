@@ -267,3 +267,40 @@ fn elementwise_reduce_transpose() {
     let (iu, ir) = check("transpose [1024,384] bf16", &u, &r);
     assert!(ir * 2 < iu, "{ir} vs {iu}");
 }
+
+/// Build time of the library matmul at large sizes: recording (`build_unrolled`) and
+/// rerolling, printed (`cargo test --release -p nrt-kernel --test reroll -- --ignored
+/// --nocapture`).
+#[test]
+#[ignore]
+fn large_matmul_build_time() {
+    for s in [2048usize, 4096, 8192] {
+        let t = std::time::Instant::now();
+        let mut k = Kernel::new("matmul");
+        let a = k.input("a", DType::Bf16, &[s, s]).unwrap();
+        let b = k.input("b", DType::Bf16, &[s, s]).unwrap();
+        let o = k.output("out", DType::F32, &[s, s]).unwrap();
+        let rec = matmul(&mut k, &o, &a, &b, &MatmulOpts::default());
+        let recorded = t.elapsed().as_secs_f64();
+        let u = match rec.and_then(|()| k.build_unrolled()) {
+            Ok(u) => u,
+            Err(e) => {
+                println!("matmul {s}^3 bf16: not built: {e}");
+                continue;
+            }
+        };
+        let built = t.elapsed().as_secs_f64();
+        let r = reroll(&u);
+        let total = t.elapsed().as_secs_f64();
+        println!(
+            "matmul {s}^3 bf16: record {recorded:.3} s, assemble {:.3} s, reroll {:.3} s \
+             (total {total:.3} s); {} -> {} instructions, {} -> {} descriptors",
+            built - recorded,
+            total - built,
+            u.instruction_count(),
+            r.instruction_count(),
+            u.descriptors.len(),
+            r.descriptors.len()
+        );
+    }
+}
