@@ -40,7 +40,9 @@ pub(super) struct Leaf {
     pub(super) vals: [i64; FIELDS],
     /// DMA: the canonical descriptor set its descriptors are a shift of (`u32::MAX`: none).
     pub(super) canon: u32,
-    /// Terms from the loops folded around it so far: `(slot, register, step)`.
+    /// Terms from the loops folded around it so far: `(slot, loop, step)`, the loop named by
+    /// its distance from the leaf (0: the innermost loop enclosing it), so that equal
+    /// repetitions have equal terms; registers are assigned when the stream is written.
     pub(super) terms: Vec<(TermSlot, u8, i64)>,
     /// The shape without terms.
     pub(super) base: u32,
@@ -125,10 +127,9 @@ impl Leaf {
 pub(super) enum Node {
     Leaf(Leaf),
     Loop {
-        reg: u8,
         count: u32,
         body: Vec<Node>,
-        /// Nesting height (1: no loop inside).
+        /// Nesting height (1: no loop inside); the loop's register is `height - 1`.
         height: u8,
         /// Instructions it occupies in the stream (`LoopBegin`/`LoopEnd` included).
         size: usize,
@@ -164,11 +165,14 @@ impl Node {
         }
     }
 
-    /// The leaves, mutable, in stream order.
-    pub(super) fn leaves_mut<'a>(&'a mut self, out: &mut Vec<&'a mut Leaf>) {
+    /// The leaves, mutable, in stream order, each with the number of loops between it and
+    /// this node's level (`depth` for this node).
+    pub(super) fn leaves_mut<'a>(&'a mut self, depth: u8, out: &mut Vec<(&'a mut Leaf, u8)>) {
         match self {
-            Node::Leaf(l) => out.push(l),
-            Node::Loop { body, .. } => body.iter_mut().for_each(|n| n.leaves_mut(out)),
+            Node::Leaf(l) => out.push((l, depth)),
+            Node::Loop { body, .. } => body
+                .iter_mut()
+                .for_each(|n| n.leaves_mut(depth.saturating_add(1), out)),
         }
     }
 
@@ -177,24 +181,26 @@ impl Node {
         match self {
             Node::Leaf(l) => l.reshape(shapes),
             Node::Loop {
-                reg,
                 count,
                 body,
                 shape,
-                ..
+                height,
+                size,
             } => {
                 body.iter_mut().for_each(|n| n.reshape(shapes));
-                *shape = loop_shape(*reg, *count, body, shapes);
+                *height = 1 + body.iter().map(Node::height).max().unwrap_or(0);
+                *size = body.iter().map(Node::size).sum::<usize>() + 2;
+                *shape = loop_shape(*height, *count, body, shapes);
             }
         }
     }
 }
 
-/// The shape of a loop: its register, count and body shapes.
-pub(super) fn loop_shape(reg: u8, count: u32, body: &[Node], shapes: &mut Shapes) -> u32 {
+/// The shape of a loop: its height, count and body shapes.
+pub(super) fn loop_shape(height: u8, count: u32, body: &[Node], shapes: &mut Shapes) -> u32 {
     let mut key = Vec::with_capacity(6 + 4 * body.len());
     key.push(2u8);
-    key.push(reg);
+    key.push(height);
     key.extend_from_slice(&count.to_le_bytes());
     for n in body {
         key.extend_from_slice(&n.shape().to_le_bytes());

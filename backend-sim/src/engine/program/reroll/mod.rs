@@ -35,7 +35,7 @@ use super::Program;
 use super::loops::MAX_LOOP_COUNT;
 use crate::engine::isa::{DynTerm, EngineId, Instr, LOOP_REGS, TermSlot};
 use dma::{Canon, compact};
-use leaf::{DST, FIELDS, FIRST, Leaf, Node, OFFSET, PARTITION, SRC, Shapes, VALUE, loop_shape};
+use leaf::{DST, FIELDS, FIRST, Leaf, Node, OFFSET, PARTITION, SRC, Shapes, VALUE};
 
 /// Longest loop body the pass looks for, in nodes (instructions or already folded loops).
 const MAX_PERIOD: usize = 256;
@@ -96,16 +96,11 @@ pub fn reroll(program: &Program) -> Program {
                 Node::Leaf(Leaf::new(ins, dma, &mut shapes))
             })
             .collect();
-        for _ in 0..MAX_PASSES {
-            let (next, folded) = pass(nodes, &mut shapes);
-            nodes = next;
-            changed |= folded;
-            if !folded {
-                break;
-            }
-        }
+        let (next, folded) = passes(nodes, &mut shapes, LOOP_REGS as u8);
+        nodes = next;
+        changed |= folded;
         let mut instrs = Vec::with_capacity(nodes.iter().map(Node::size).sum::<usize>() + 1);
-        emit(&nodes, engine, &mut instrs, &mut out.terms);
+        emit(&nodes, engine, &mut Vec::new(), &mut instrs, &mut out.terms);
         instrs.push(Instr::Halt);
         if let Some(s) = out.streams.get_mut(engine.index()) {
             *s = instrs;
@@ -121,14 +116,28 @@ pub fn reroll(program: &Program) -> Program {
     }
 }
 
-/// Writes `nodes` as instructions and terms.
-fn emit(nodes: &[Node], engine: EngineId, out: &mut Vec<Instr>, terms: &mut Vec<DynTerm>) {
+/// Writes `nodes` as instructions and terms; `regs`: the registers of the enclosing loops,
+/// outermost first. A loop's register is its height minus one, so nested loops differ.
+fn emit(
+    nodes: &[Node],
+    engine: EngineId,
+    regs: &mut Vec<u8>,
+    out: &mut Vec<Instr>,
+    terms: &mut Vec<DynTerm>,
+) {
     for n in nodes {
         match n {
             Node::Leaf(l) => {
                 let pc = out.len() as u32;
                 out.push(l.ins);
-                let mut ts = l.terms.clone();
+                let mut ts: Vec<(TermSlot, u8, i64)> = l
+                    .terms
+                    .iter()
+                    .filter_map(|&(slot, up, step)| {
+                        let at = regs.len().checked_sub(1 + usize::from(up))?;
+                        regs.get(at).map(|&reg| (slot, reg, step))
+                    })
+                    .collect();
                 ts.sort_unstable_by_key(|t| (t.0, t.1));
                 terms.extend(ts.into_iter().map(|(slot, reg, step)| DynTerm {
                     engine,
@@ -139,14 +148,17 @@ fn emit(nodes: &[Node], engine: EngineId, out: &mut Vec<Instr>, terms: &mut Vec<
                 }));
             }
             Node::Loop {
-                reg, count, body, ..
+                count,
+                body,
+                height,
+                ..
             } => {
-                out.push(Instr::LoopBegin {
-                    reg: *reg,
-                    count: *count,
-                });
-                emit(body, engine, out, terms);
-                out.push(Instr::LoopEnd { reg: *reg });
+                let reg = height.saturating_sub(1);
+                out.push(Instr::LoopBegin { reg, count: *count });
+                regs.push(reg);
+                emit(body, engine, regs, out, terms);
+                regs.pop();
+                out.push(Instr::LoopEnd { reg });
             }
         }
     }
@@ -158,6 +170,8 @@ fn emit(nodes: &[Node], engine: EngineId, out: &mut Vec<Instr>, terms: &mut Vec<
 struct Run {
     p: usize,
     k: usize,
+    /// Instructions saved.
+    saving: usize,
     steps: Vec<[i64; FIELDS]>,
     shift_mode: Vec<bool>,
 }
@@ -182,8 +196,25 @@ fn mix(x: u32) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Passes over `nodes` until one folds nothing (at most `MAX_PASSES`), new loops at most
+/// `max_height` high.
+fn passes(mut nodes: Vec<Node>, shapes: &mut Shapes, max_height: u8) -> (Vec<Node>, bool) {
+    let mut changed = false;
+    for _ in 0..MAX_PASSES {
+        let (next, folded) = pass(nodes, shapes, max_height);
+        nodes = next;
+        changed |= folded;
+        if !folded {
+            break;
+        }
+    }
+    (nodes, changed)
+}
+
 /// One pass over a stream's nodes; returns them with the runs found folded, and whether any.
-fn pass(nodes: Vec<Node>, shapes: &mut Shapes) -> (Vec<Node>, bool) {
+/// At each position, of the candidate runs the one saving the most instructions is taken and
+/// its body rerolled in turn (inner loops inside the outer one).
+fn pass(nodes: Vec<Node>, shapes: &mut Shapes, max_height: u8) -> (Vec<Node>, bool) {
     let n = nodes.len();
     let h: Vec<u32> = nodes.iter().map(Node::shape).collect();
     let mut pre = vec![0u64; n + 1];
@@ -205,16 +236,18 @@ fn pass(nodes: Vec<Node>, shapes: &mut Shapes) -> (Vec<Node>, bool) {
     let mut folded = false;
     let mut i = 0;
     while i < n {
-        let mut found = None;
+        let mut found: Option<Run> = None;
         let mut tries = 0;
         let mut j = next[i];
         while j != NONE && j - i <= MAX_PERIOD && j + (j - i) <= n && tries < MAX_TRIES {
             let p = j - i;
             if seg(i, p) == seg(j, p) {
                 tries += 1;
-                if let Some(run) = find_run(&nodes, &h, i, p) {
-                    found = Some(prefer_shifts(&nodes, &h, i, run));
-                    break;
+                if let Some(run) = find_run(&nodes, &h, i, p, max_height) {
+                    let run = prefer_shifts(&nodes, &h, i, run, max_height);
+                    if found.as_ref().is_none_or(|f| run.saving > f.saving) {
+                        found = Some(run);
+                    }
                 }
             }
             j = next[j];
@@ -222,7 +255,7 @@ fn pass(nodes: Vec<Node>, shapes: &mut Shapes) -> (Vec<Node>, bool) {
         match found {
             Some(run) => {
                 let span = run.p * run.k;
-                out.push(fold(&nodes[i..i + run.p], &run, shapes));
+                out.push(fold(&nodes[i..i + run.p], &run, shapes, max_height));
                 i += span;
                 folded = true;
             }
@@ -240,7 +273,7 @@ fn pass(nodes: Vec<Node>, shapes: &mut Shapes) -> (Vec<Node>, bool) {
 /// over 2–4 times its period at the same position in which every trigger shifts one
 /// descriptor set, if that covers about as much: a longer body, but one descriptor set per
 /// trigger instead of one per repetition.
-fn prefer_shifts(nodes: &[Node], h: &[u32], i: usize, run: Run) -> Run {
+fn prefer_shifts(nodes: &[Node], h: &[u32], i: usize, run: Run, max_height: u8) -> Run {
     if !run.uses_first() {
         return run;
     }
@@ -250,7 +283,7 @@ fn prefer_shifts(nodes: &[Node], h: &[u32], i: usize, run: Run) -> Run {
         if p > MAX_PERIOD || i + 2 * p > nodes.len() {
             break;
         }
-        if let Some(r) = find_run(nodes, h, i, p) {
+        if let Some(r) = find_run(nodes, h, i, p, max_height) {
             if !r.uses_first() && r.p * r.k + p >= span {
                 return r;
             }
@@ -286,10 +319,10 @@ fn field_at(f: usize, a: i64, step: i64, r: usize, v: i64) -> bool {
 }
 
 /// The longest affine run of blocks of `p` nodes at `i`, if it saves instructions.
-fn find_run(nodes: &[Node], h: &[u32], i: usize, p: usize) -> Option<Run> {
+fn find_run(nodes: &[Node], h: &[u32], i: usize, p: usize, max_height: u8) -> Option<Run> {
     let block = nodes.get(i..i + p)?;
     let height = 1 + block.iter().map(Node::height).max().unwrap_or(0);
-    if usize::from(height) > LOOP_REGS {
+    if height > max_height {
         return None;
     }
     let same = |a: usize, b: usize| h.get(a..a + p) == h.get(b..b + p);
@@ -340,69 +373,70 @@ fn find_run(nodes: &[Node], h: &[u32], i: usize, p: usize) -> Option<Run> {
         k += 1;
     }
     let size: usize = block.iter().map(Node::size).sum();
-    if size * (k - 1) <= 2 {
-        return None;
-    }
+    let saving = (size * (k - 1)).checked_sub(2).filter(|&s| s > 0)?;
     // Repetition 1 was compared for the shift mode only through the canonical set; the
     // first-descriptor mode needs nothing more (its step is defined by repetition 1).
     Some(Run {
         p,
         k,
+        saving,
         steps,
         shift_mode: shift_ok,
     })
 }
 
-/// The loop of `run` over `block` (its first repetition).
-fn fold(block: &[Node], run: &Run, shapes: &mut Shapes) -> Node {
-    let height = 1 + block.iter().map(Node::height).max().unwrap_or(0);
-    let reg = height - 1;
+/// The loop of `run` over `block` (its first repetition), its body rerolled in turn.
+fn fold(block: &[Node], run: &Run, shapes: &mut Shapes, max_height: u8) -> Node {
     let mut body = block.to_vec();
     {
         let mut leaves = Vec::new();
-        body.iter_mut().for_each(|n| n.leaves_mut(&mut leaves));
-        for (j, l) in leaves.into_iter().enumerate() {
+        body.iter_mut().for_each(|n| n.leaves_mut(0, &mut leaves));
+        for (j, (l, m)) in leaves.into_iter().enumerate() {
+            // Terms of loops outside the block now have one more loop in between.
+            for t in &mut l.terms {
+                if t.1 >= m {
+                    t.1 = t.1.saturating_add(1);
+                }
+            }
             let (Some(st), Some(&shift)) = (run.steps.get(j), run.shift_mode.get(j)) else {
                 continue;
             };
             let n = l.ins.pattern_count().min(6);
             for k in 0..n {
                 if st[OFFSET + k] != 0 {
-                    l.terms
-                        .push((TermSlot::Offset(k as u8), reg, st[OFFSET + k]));
+                    l.terms.push((TermSlot::Offset(k as u8), m, st[OFFSET + k]));
                 }
                 if st[PARTITION + k] != 0 {
                     l.terms
-                        .push((TermSlot::Partition(k as u8), reg, st[PARTITION + k]));
+                        .push((TermSlot::Partition(k as u8), m, st[PARTITION + k]));
                 }
             }
             if st[VALUE] != 0 {
-                l.terms.push((TermSlot::Value, reg, st[VALUE]));
+                l.terms.push((TermSlot::Value, m, st[VALUE]));
             }
             if l.is_trigger() {
                 if shift {
                     if st[SRC] != 0 {
-                        l.terms.push((TermSlot::DmaSrc, reg, st[SRC]));
+                        l.terms.push((TermSlot::DmaSrc, m, st[SRC]));
                     }
                     if st[DST] != 0 {
-                        l.terms.push((TermSlot::DmaDst, reg, st[DST]));
+                        l.terms.push((TermSlot::DmaDst, m, st[DST]));
                     }
                 } else if st[FIRST] != 0 {
-                    l.terms.push((TermSlot::DmaFirst, reg, st[FIRST]));
+                    l.terms.push((TermSlot::DmaFirst, m, st[FIRST]));
                 }
             }
         }
     }
     body.iter_mut().for_each(|n| n.reshape(shapes));
-    let size = body.iter().map(Node::size).sum::<usize>() + 2;
-    let count = run.k as u32;
-    let shape = loop_shape(reg, count, &body, shapes);
-    Node::Loop {
-        reg,
-        count,
+    let (body, _) = passes(body, shapes, max_height.saturating_sub(1));
+    let mut node = Node::Loop {
+        count: run.k as u32,
         body,
-        height,
-        size,
-        shape,
-    }
+        height: 0,
+        size: 0,
+        shape: 0,
+    };
+    node.reshape(shapes);
+    node
 }
