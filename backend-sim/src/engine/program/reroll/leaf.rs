@@ -114,7 +114,14 @@ impl Leaf {
         self.terms.iter().any(|t| t.0 == TermSlot::DmaFirst)
     }
 
-    /// Whether field `f` exists on this instruction (others are 0 on every leaf of a shape).
+    /// Whether the leaf already has a `DmaSrc` or `DmaDst` term.
+    pub(super) fn moves_descriptors(&self) -> bool {
+        self.terms
+            .iter()
+            .any(|t| matches!(t.0, TermSlot::DmaSrc | TermSlot::DmaDst))
+    }
+
+    /// Whether the instruction is a `DmaTrigger`.
     pub(super) fn is_trigger(&self) -> bool {
         matches!(self.ins, Instr::DmaTrigger { .. })
     }

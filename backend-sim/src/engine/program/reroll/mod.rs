@@ -170,7 +170,7 @@ fn emit(
 struct Run {
     p: usize,
     k: usize,
-    /// Instructions saved.
+    /// Instructions and descriptors saved (a descriptor weighs as an instruction).
     saving: usize,
     steps: Vec<[i64; FIELDS]>,
     shift_mode: Vec<bool>,
@@ -269,27 +269,28 @@ fn pass(nodes: Vec<Node>, shapes: &mut Shapes, max_height: u8) -> (Vec<Node>, bo
 }
 
 /// `run`, or — when some trigger of it needs a `DmaFirst` term (its descriptors are not one
-/// shifted set, typically a double-buffered destination alternating between slots) — a run
-/// over 2–4 times its period at the same position in which every trigger shifts one
-/// descriptor set, if that covers about as much: a longer body, but one descriptor set per
-/// trigger instead of one per repetition.
+/// shifted set, typically a double-buffered destination alternating between slots) — the
+/// run over 2–4 times its period at the same position (up to 4 × [`MAX_PERIOD`]) that
+/// saves the most, counting descriptors: a longer body, but one descriptor set per trigger
+/// instead of one per repetition.
 fn prefer_shifts(nodes: &[Node], h: &[u32], i: usize, run: Run, max_height: u8) -> Run {
     if !run.uses_first() {
         return run;
     }
-    let span = run.p * run.k;
+    let mut best = run;
+    let base = best.p;
     for m in 2..=4 {
-        let p = run.p * m;
-        if p > MAX_PERIOD || i + 2 * p > nodes.len() {
+        let p = base * m;
+        if p > 4 * MAX_PERIOD || i + 2 * p > nodes.len() {
             break;
         }
         if let Some(r) = find_run(nodes, h, i, p, max_height) {
-            if !r.uses_first() && r.p * r.k + p >= span {
-                return r;
+            if r.saving > best.saving {
+                best = r;
             }
         }
     }
-    run
+    best
 }
 
 /// The leaves of `nodes`, in order.
@@ -342,7 +343,16 @@ fn find_run(nodes: &[Node], h: &[u32], i: usize, p: usize, max_height: u8) -> Op
         steps.push(st);
         shift_ok.push(shift);
     }
-    let mut first_ok = vec![true; l0.len()];
+    // A trigger whose descriptors already move with an inner loop gets no `DmaFirst` term:
+    // the table would have to keep every descriptor between its instances' sets.
+    let mut first_ok: Vec<bool> = l0.iter().map(|l| !l.moves_descriptors()).collect();
+    if l0
+        .iter()
+        .zip(shift_ok.iter().zip(&first_ok))
+        .any(|(l, (s, f))| l.is_trigger() && !s && !f)
+    {
+        return None;
+    }
     let mut k = 2usize;
     while i + (k + 1) * p <= nodes.len() && k < MAX_LOOP_COUNT as usize && same(i, i + k * p) {
         let Some(lr) = nodes.get(i + k * p..i + (k + 1) * p).map(leaves_of) else {
@@ -374,6 +384,17 @@ fn find_run(nodes: &[Node], h: &[u32], i: usize, p: usize, max_height: u8) -> Op
     }
     let size: usize = block.iter().map(Node::size).sum();
     let saving = (size * (k - 1)).checked_sub(2).filter(|&s| s > 0)?;
+    // Descriptors the repetitions after the first no longer need (shifted triggers).
+    let descs: usize = l0
+        .iter()
+        .zip(&shift_ok)
+        .filter(|(_, s)| **s)
+        .map(|(l, _)| match l.ins {
+            Instr::DmaTrigger { count, .. } => count as usize * (k - 1),
+            _ => 0,
+        })
+        .sum();
+    let saving = saving.saturating_add(descs);
     // Repetition 1 was compared for the shift mode only through the canonical set; the
     // first-descriptor mode needs nothing more (its step is defined by repetition 1).
     Some(Run {
