@@ -266,3 +266,31 @@ fn speed_on_large_programs() {
         rates.push(p.instruction_count() as f64 / dt);
     }
 }
+
+/// Odd inputs: an invalid program (no `Halt`), empty streams, a stream of one repeated
+/// instruction at the trip-count-free extremes — returned unchanged or rerolled, never a
+/// panic, always valid when the input was.
+#[test]
+fn odd_programs_do_not_panic() {
+    let bad = Program::default();
+    assert_eq!(reroll(&bad), bad);
+    let mut b = ProgramBuilder::new("notify");
+    for i in 0..1000u32 {
+        b.push(
+            EngineId::Sync,
+            Instr::Notify {
+                payload: i.wrapping_mul(7),
+            },
+        );
+    }
+    for _ in 0..300 {
+        b.push(EngineId::GpSimd, Instr::Notify { payload: u32::MAX });
+    }
+    let p = b.build().unwrap();
+    let q = reroll(&p);
+    q.validate().unwrap();
+    // SyncE and GpSimdE: LoopBegin, Notify, LoopEnd, Halt; the other three: Halt.
+    assert_eq!(q.instruction_count(), 11);
+    let halt_only = ProgramBuilder::new("empty").build().unwrap();
+    assert_eq!(reroll(&halt_only), halt_only);
+}

@@ -238,9 +238,9 @@ impl Kernel {
     /// instructions that repeat with affinely changing addresses, semaphore values and DMA
     /// offsets become loops with dynamic terms, so the instruction and descriptor counts are
     /// those of the loop bodies. The rerolled program issues exactly the instructions the
-    /// unrolled one does (bit-identical outputs, same hazards), plus one sequencer tick per
-    /// `LoopBegin` and per loop iteration. [`build_unrolled`](Kernel::build_unrolled) keeps
-    /// the streams as recorded.
+    /// unrolled one does (bit-identical outputs, same hazards), plus the loop instructions
+    /// (one sequencer tick per `LoopBegin` and per iteration).
+    /// [`build_unrolled`](Kernel::build_unrolled) keeps the streams as recorded.
     pub fn build(self) -> Result<Program, Error> {
         let program = self.build_unrolled()?;
         Ok(reroll(&program))

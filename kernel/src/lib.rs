@@ -33,12 +33,12 @@
 //!   DMA offsets that change by a constant step per repetition becomes one loop body with
 //!   dynamic terms (nested when the loops themselves repeat, up to 4 deep), and the DMA
 //!   descriptors of repeated transfers are shared. The instruction and descriptor counts
-//!   become those of the loop bodies (`library::softmax` over 4096 rows: 2,337 → 224
-//!   instructions, 8,192 → 768 descriptors, the same 224 from 1,024 rows up); the program
+//!   become those of the loop bodies (`library::softmax` over 4096 rows: 2,337 → 209
+//!   instructions, 8,192 → 640 descriptors, the same 209 from 1,024 rows up); the program
 //!   executes exactly the same instructions (bit-identical outputs, the same hazards — none),
-//!   plus one sequencer tick per `LoopBegin` and per iteration (`kernel/tests/reroll.rs`
-//!   measures +0 to +30 ticks on the library kernels). [`Kernel::build_unrolled`] builds
-//!   without rerolling.
+//!   plus the loop instructions' sequencer ticks (`kernel/tests/reroll.rs` measures −13 to
+//!   +59 ticks on the library kernels; docs/SIM_ISA.md, "Rerolling").
+//!   [`Kernel::build_unrolled`] builds without rerolling.
 //!
 //! * **A kernel library**: [`library`] builds complete kernels on these operations — tiled
 //!   matmul, transpose, row softmax, layernorm and rmsnorm, broadcasting element-wise binary

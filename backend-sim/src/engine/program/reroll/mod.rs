@@ -3,24 +3,28 @@
 //! its loop bodies.
 //!
 //! Each stream without loops is taken as a sequence of nodes (instructions, later loops too).
-//! A pass scans it left to right; at each position it looks for the smallest period `p`
-//! (≤ [`MAX_PERIOD`] nodes) such that the next blocks of `p` nodes repeat it *affinely*: the
-//! same nodes except for the fields dynamic terms can change ([`TermSlot`]), each changing by
-//! a constant step per repetition. The longest such run, if it saves instructions, becomes a
-//! loop whose body is the first block with one term per changing field. Passes repeat on the
-//! result, so a sequence of identical loops that itself repeats affinely nests (up to
-//! [`LOOP_REGS`] deep; a loop's register is its nesting height minus one).
+//! A pass scans it left to right; at each position it tries periods `p` (≤ [`MAX_PERIOD`]
+//! nodes) whose following blocks of `p` nodes repeat the first *affinely*: the same nodes
+//! except for the fields dynamic terms can change ([`TermSlot`]), each changing by a constant
+//! step per repetition. Of the candidates, the longest run at each period is measured and the
+//! one saving the most (instructions plus descriptors) becomes a loop whose body is the first
+//! block with one term per changing field; the body is then rerolled in turn (inner loops).
+//! Passes repeat on the result, so a sequence of identical loops that itself repeats affinely
+//! nests, up to [`LOOP_REGS`] deep. While the pass runs a term names its loop by distance
+//! (0: the innermost loop around the instruction), so equal repetitions have equal terms;
+//! when the stream is written a loop's register is its nesting height minus one.
 //!
 //! Candidate periods are found by hashing: every node has an interned *shape* (the
 //! instruction's encoding with its term-able fields zeroed, plus its terms; a loop's count,
-//! register and body shapes) and a rolling hash over shapes compares two blocks in O(1); only
+//! height and body shapes) and a rolling hash over shapes compares two blocks in O(1); only
 //! blocks of equal shapes are compared field by field, and at most [`MAX_TRIES`] of them per
 //! position. A pass is O(n · `MAX_PERIOD`) in the worst case and close to linear on kernels.
 //!
-//! DMA: a trigger whose descriptors equal those of the repetition before shifted by constant
+//! DMA: a trigger whose descriptors equal those of the first repetition shifted by constant
 //! source and destination deltas gets `DmaSrc`/`DmaDst` terms over the first repetition's
-//! descriptors; otherwise, if its first descriptor moves by a constant step, a `DmaFirst` term.
-//! Descriptors no trigger references any more are dropped and the rest renumbered.
+//! descriptors; otherwise, if its first descriptor moves by a constant step (and its
+//! descriptors do not already move with an inner loop), a `DmaFirst` term. Descriptors no
+//! trigger references any more are dropped and the rest renumbered.
 //!
 //! Every instance the rerolled program issues is the instruction the unrolled program issued
 //! at that point (same order, same operands, same descriptors), so outputs and hazards are
