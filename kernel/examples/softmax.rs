@@ -50,7 +50,7 @@ fn softmax_naive(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
             k.dma_copy(&y.slice(0, rows)?, &t)
         })?;
     }
-    k.build()
+    k.build_unrolled()
 }
 
 fn softmax_fused(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
@@ -81,7 +81,7 @@ fn softmax_fused(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
             k.dma_copy(&y.slice(0, rows)?, &t)
         })?;
     }
-    k.build()
+    k.build_unrolled()
 }
 
 fn softmax_pipelined(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_core::Error> {
@@ -110,7 +110,7 @@ fn softmax_pipelined(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_cor
         k.tensor_scalar(&t, &t, AluOp::Mul, &s)?;
         k.dma_copy(&y.slice(0, rows)?, &t)?;
     }
-    k.build()
+    k.build_unrolled()
 }
 
 fn softmax_balanced(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_core::Error> {
@@ -143,7 +143,7 @@ fn softmax_balanced(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_core
         })?;
         k.dma_copy(&y.slice(0, rows)?, &t)?;
     }
-    k.build()
+    k.build_unrolled()
 }
 
 fn softmax_wide(n: usize, d: usize, r: usize, bufs: usize) -> Result<Program, nrt_core::Error> {
@@ -187,7 +187,7 @@ fn softmax_wide(n: usize, d: usize, r: usize, bufs: usize) -> Result<Program, nr
         }
         k.dma_copy(&y.slice(0, rows)?.reshape(&[128, r, d])?, &t)?;
     }
-    k.build()
+    k.build_unrolled()
 }
 
 /// The versions `build` writes, in the guide's order.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use nrt_core::{Error, err};
 use nrt_sim::engine::{
     DMA_ENGINES, DmaBlock, DmaDescriptor, DmaEndpoint, EngineId, Instr, MAX_DESCRIPTORS, MemKind,
-    Program, Space, TensorDecl, TensorKind,
+    Program, Space, TensorDecl, TensorKind, reroll,
 };
 
 use crate::alloc::Allocator;
@@ -234,8 +234,21 @@ impl Kernel {
 
     /// Assembles the engine program: semaphores assigned, waits and signals resolved, every
     /// stream ended with `Halt`, the whole validated (`nrt_sim::neff::neff_from_programs`
-    /// turns it into a NEFF).
+    /// turns it into a NEFF), then *rerolled* ([`nrt_sim::engine::reroll`]): blocks of
+    /// instructions that repeat with affinely changing addresses, semaphore values and DMA
+    /// offsets become loops with dynamic terms, so the instruction and descriptor counts are
+    /// those of the loop bodies. The rerolled program issues exactly the instructions the
+    /// unrolled one does (bit-identical outputs, same hazards), plus the loop instructions
+    /// (one sequencer tick per `LoopBegin` and per iteration).
+    /// [`build_unrolled`](Kernel::build_unrolled) keeps the streams as recorded.
     pub fn build(self) -> Result<Program, Error> {
+        let program = self.build_unrolled()?;
+        Ok(reroll(&program))
+    }
+
+    /// [`build`](Kernel::build) without rerolling: every operation's instructions as
+    /// recorded, one per iteration of the kernel's Python-style loops.
+    pub fn build_unrolled(self) -> Result<Program, Error> {
         assemble(
             &self.name,
             self.tensors,

@@ -27,6 +27,18 @@
 //!   freed with [`Kernel::free`] or at the end of a [`Kernel::scope`]; running out is an
 //!   `NRT_RESOURCE` error naming the tile and the space left. Semaphores are assigned at
 //!   [`Kernel::build`].
+//! * **Loops are automatic.** Kernels are written with Rust loops and recorded unrolled;
+//!   [`Kernel::build`] then *rerolls* the program ([`nrt_sim::engine::reroll`]): a block of
+//!   instructions repeated with access-pattern offsets and partitions, semaphore values and
+//!   DMA offsets that change by a constant step per repetition becomes one loop body with
+//!   dynamic terms (nested when the loops themselves repeat, up to 4 deep), and the DMA
+//!   descriptors of repeated transfers are shared. The instruction and descriptor counts
+//!   become those of the loop bodies (`library::softmax` over 4096 rows: 2,337 → 209
+//!   instructions, 8,192 → 640 descriptors, the same 209 from 1,024 rows up); the program
+//!   executes exactly the same instructions (bit-identical outputs, the same hazards — none),
+//!   plus the loop instructions' sequencer ticks (`kernel/tests/reroll.rs` measures −13 to
+//!   +59 ticks on the library kernels; docs/SIM_ISA.md, "Rerolling").
+//!   [`Kernel::build_unrolled`] builds without rerolling.
 //!
 //! * **A kernel library**: [`library`] builds complete kernels on these operations — tiled
 //!   matmul, transpose, row softmax, layernorm and rmsnorm, broadcasting element-wise binary

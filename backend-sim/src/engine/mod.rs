@@ -83,5 +83,5 @@ pub use nan::CANONICAL_NAN;
 pub use program::{
     FORMAT_MAJOR, FORMAT_MINOR, MAGIC, MAX_DESCRIPTORS, MAX_DYNAMIC_INSTRS, MAX_LOOP_COUNT,
     MAX_NAME_BYTES, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, MAX_TERMS, Program,
-    TensorDecl, TensorKind, assemble, disassemble,
+    TensorDecl, TensorKind, assemble, disassemble, reroll,
 };

@@ -24,6 +24,7 @@ mod descriptors;
 mod encode;
 mod encode_instr;
 mod loops;
+mod reroll;
 mod stationary;
 mod text;
 
@@ -37,6 +38,7 @@ use super::memory::{DMA_ENGINES, DMA_QUEUES};
 use descriptors::validate_descriptor;
 pub(crate) use loops::{LoopPlan, check_instance};
 pub use loops::{MAX_DYNAMIC_INSTRS, MAX_LOOP_COUNT, MAX_TERMS};
+pub use reroll::reroll;
 use stationary::Pairing;
 pub use text::{assemble, disassemble};
 
