@@ -156,10 +156,12 @@ impl Executor<'_, '_> {
                     };
                     for u in row.iter_mut() {
                         *u = canon(activate(func, *u * s + b));
-                        a = match rop {
-                            Some(AluOp::Max) => max_num(a, *u),
-                            _ => AluOp::Add.eval_f32(a, *u),
-                        };
+                    }
+                    // The fold, in element order, after the row (one dispatch per row).
+                    match rop {
+                        None => {}
+                        Some(AluOp::Max) => a = row.iter().fold(a, |a, &u| max_num(a, u)),
+                        Some(_) => a = row.iter().fold(a, |a, &u| AluOp::Add.eval_f32(a, u)),
                     }
                     acc.push(a);
                 }
