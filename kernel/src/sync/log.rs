@@ -169,6 +169,15 @@ impl Log {
     /// Raises `needs[a]` to the latest position of agent `a` (other than `own`) whose logged
     /// access conflicts with one of `accesses`.
     pub(crate) fn needs(&self, accesses: &[Access], own: Agent, needs: &mut Clock) {
+        self.needs_except(accesses, Some(own), needs);
+    }
+
+    /// [`Log::needs`] over every agent's accesses, `own`'s included.
+    pub(crate) fn needs_all(&self, accesses: &[Access], needs: &mut Clock) {
+        self.needs_except(accesses, None, needs);
+    }
+
+    fn needs_except(&self, accesses: &[Access], own: Option<Agent>, needs: &mut Clock) {
         for acc in accesses {
             let Some(recs) = self.mems.get(&acc.mem) else {
                 continue;
@@ -179,7 +188,7 @@ impl Log {
             };
             let reads: &[Rec] = if acc.write { &recs.reads } else { &[] };
             for r in recs.writes.iter().chain(reads) {
-                if r.agent == own {
+                if Some(r.agent) == own {
                     continue;
                 }
                 let slot = &mut needs[r.agent.index()];
