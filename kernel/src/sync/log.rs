@@ -209,7 +209,10 @@ impl Log {
                     && bbox.contains(&r.bbox)
                     && acc.covers(&r.rects)
             };
-            recs.writes.retain(|r| !useless(r));
+            // A read makes no write useless (only its own agent's reads it covers).
+            if acc.write {
+                recs.writes.retain(|r| !useless(r));
+            }
             recs.reads.retain(|r| !useless(r));
             let list = if acc.write {
                 &mut recs.writes
