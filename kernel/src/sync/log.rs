@@ -187,7 +187,9 @@ impl Log {
                 continue;
             };
             let reads: &[Rec] = if acc.write { &recs.reads } else { &[] };
-            for r in recs.writes.iter().chain(reads) {
+            // Newest first: a found conflict raises the slot, so older records of that agent
+            // fail the cheap position test before the rectangle test.
+            for r in recs.writes.iter().rev().chain(reads.iter().rev()) {
                 if Some(r.agent) == own {
                     continue;
                 }
