@@ -123,8 +123,10 @@ impl Access {
         Some(it.fold(first, |a, r| a.hull(r)))
     }
 
-    fn overlaps(&self, rects: &[Rect], bbox: &Rect) -> bool {
-        self.bbox().is_some_and(|b| b.overlaps(bbox))
+    /// Whether this access (whose bounding box is `own`) overlaps a record's `rects` (with
+    /// bounding box `bbox`).
+    fn overlaps(&self, own: &Rect, rects: &[Rect], bbox: &Rect) -> bool {
+        own.overlaps(bbox)
             && self
                 .rects
                 .iter()
@@ -149,26 +151,50 @@ struct Rec {
     bbox: Rect,
 }
 
+/// The logged accesses of one memory, writes and reads apart: a read conflicts only with
+/// writes, so it scans only those (a kernel's inputs collect many reads and no writes).
+#[derive(Clone, Debug, Default)]
+struct Recs {
+    writes: Vec<Rec>,
+    reads: Vec<Rec>,
+}
+
 /// Every access that may still order a future one, per memory.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Log {
-    mems: BTreeMap<MemKey, Vec<Rec>>,
+    mems: BTreeMap<MemKey, Recs>,
 }
 
 impl Log {
     /// Raises `needs[a]` to the latest position of agent `a` (other than `own`) whose logged
     /// access conflicts with one of `accesses`.
     pub(crate) fn needs(&self, accesses: &[Access], own: Agent, needs: &mut Clock) {
+        self.needs_except(accesses, Some(own), needs);
+    }
+
+    /// [`Log::needs`] over every agent's accesses, `own`'s included.
+    pub(crate) fn needs_all(&self, accesses: &[Access], needs: &mut Clock) {
+        self.needs_except(accesses, None, needs);
+    }
+
+    fn needs_except(&self, accesses: &[Access], own: Option<Agent>, needs: &mut Clock) {
         for acc in accesses {
             let Some(recs) = self.mems.get(&acc.mem) else {
                 continue;
             };
-            for r in recs {
-                if r.agent == own || !(r.write || acc.write) {
+            // An access without bytes conflicts with nothing.
+            let Some(own_box) = acc.bbox() else {
+                continue;
+            };
+            let reads: &[Rec] = if acc.write { &recs.reads } else { &[] };
+            // Newest first: a found conflict raises the slot, so older records of that agent
+            // fail the cheap position test before the rectangle test.
+            for r in recs.writes.iter().rev().chain(reads.iter().rev()) {
+                if Some(r.agent) == own {
                     continue;
                 }
                 let slot = &mut needs[r.agent.index()];
-                if r.pos > *slot && acc.overlaps(&r.rects, &r.bbox) {
+                if r.pos > *slot && acc.overlaps(&own_box, &r.rects, &r.bbox) {
                     *slot = r.pos;
                 }
             }
@@ -180,13 +206,22 @@ impl Log {
         for acc in accesses {
             let Some(bbox) = acc.bbox() else { continue };
             let recs = self.mems.entry(acc.mem).or_default();
-            recs.retain(|r| {
-                let useless = (acc.write || (!r.write && r.agent == agent))
+            let useless = |r: &Rec| {
+                (acc.write || (!r.write && r.agent == agent))
                     && bbox.contains(&r.bbox)
-                    && acc.covers(&r.rects);
-                !useless
-            });
-            recs.push(Rec {
+                    && acc.covers(&r.rects)
+            };
+            // A read makes no write useless (only its own agent's reads it covers).
+            if acc.write {
+                recs.writes.retain(|r| !useless(r));
+            }
+            recs.reads.retain(|r| !useless(r));
+            let list = if acc.write {
+                &mut recs.writes
+            } else {
+                &mut recs.reads
+            };
+            list.push(Rec {
                 agent,
                 pos,
                 write: acc.write,
@@ -199,7 +234,10 @@ impl Log {
     /// Records held (for tests of the pruning).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.mems.values().map(Vec::len).sum()
+        self.mems
+            .values()
+            .map(|r| r.writes.len() + r.reads.len())
+            .sum()
     }
 }
 

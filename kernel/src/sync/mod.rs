@@ -184,14 +184,29 @@ impl Sync {
         waits
     }
 
+    /// Per chunk, its conflicts with every agent (its own queue's included): what
+    /// [`Sync::dma_needs`] starts from for each candidate trigger, searched once.
+    fn chunk_conflicts(&self, chunks: &[DmaChunk]) -> Vec<Clock> {
+        chunks
+            .iter()
+            .map(|c| {
+                let mut n = [0u32; AGENTS];
+                self.log.needs_all(&c.accesses, &mut n);
+                n
+            })
+            .collect()
+    }
+
     /// The needs of a DMA operation triggered by `t`: per chunk, its conflicts except with
-    /// its own queue, less what the queue's earlier transfers knew.
-    fn dma_needs(&self, t: EngineId, chunks: &[DmaChunk]) -> Clock {
+    /// its own queue, less what the queue's earlier transfers knew. `conflicts` are the
+    /// chunks' [`Sync::chunk_conflicts`].
+    fn dma_needs(&self, t: EngineId, chunks: &[DmaChunk], conflicts: &[Clock]) -> Clock {
         let mut all = [0u32; AGENTS];
-        for c in chunks {
+        for (c, found) in chunks.iter().zip(conflicts) {
             let q = Agent::queue(c.dma, t);
-            let mut n = [0u32; AGENTS];
-            self.log.needs(&c.accesses, q, &mut n);
+            let mut n = *found;
+            // Transfers on one queue are ordered by it: no need on its own earlier accesses.
+            n[q.index()] = 0;
             let prev = self.position(q);
             for (i, x) in n.iter_mut().enumerate() {
                 if self.implies(q, prev, Agent::from_index(i), *x) {
@@ -207,8 +222,9 @@ impl Sync {
     /// whose latest operation the transfers depend on when that needs no wait, or else Sync)
     /// and the waits it must emit first.
     pub(crate) fn dma_plan(&self, trigger: Option<EngineId>, chunks: &[DmaChunk]) -> DmaPlan {
+        let conflicts = self.chunk_conflicts(chunks);
         let plan_for = |t: EngineId| {
-            let needs = self.dma_needs(t, chunks);
+            let needs = self.dma_needs(t, chunks, &conflicts);
             let waits = self.plan(&needs, &self.knowledge(t));
             (needs, waits)
         };

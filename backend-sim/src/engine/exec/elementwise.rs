@@ -59,11 +59,18 @@ impl Executor<'_, '_> {
                         .flatten()
                         .map(|st| operand_f32(sbuf, psum, &st.operand, parts))
                         .collect();
+                    let at = |i: usize, p: usize| {
+                        s.get(i).and_then(|v| v.get(p)).copied().unwrap_or(0.0)
+                    };
+                    // The first step, then the second, on each element (as one chain), the
+                    // per-row operands fetched once per row.
                     for (p, row) in x.chunks_mut(f.max(1)).enumerate() {
-                        for u in row.iter_mut() {
-                            for (st, sv) in ops.iter().flatten().zip(&s) {
-                                *u = st.f32(*u, sv.get(p).copied().unwrap_or(0.0));
-                            }
+                        let (v0, v1) = (at(0, p), at(1, p));
+                        match second {
+                            None => row.iter_mut().for_each(|u| *u = first.f32(*u, v0)),
+                            Some(sec) => row
+                                .iter_mut()
+                                .for_each(|u| *u = sec.f32(first.f32(*u, v0), v1)),
                         }
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
@@ -156,10 +163,12 @@ impl Executor<'_, '_> {
                     };
                     for u in row.iter_mut() {
                         *u = canon(activate(func, *u * s + b));
-                        a = match rop {
-                            Some(AluOp::Max) => max_num(a, *u),
-                            _ => AluOp::Add.eval_f32(a, *u),
-                        };
+                    }
+                    // The fold, in element order, after the row (one dispatch per row).
+                    match rop {
+                        None => {}
+                        Some(AluOp::Max) => a = row.iter().fold(a, |a, &u| max_num(a, u)),
+                        Some(_) => a = row.iter().fold(a, |a, &u| AluOp::Add.eval_f32(a, u)),
                     }
                     acc.push(a);
                 }

@@ -5,7 +5,7 @@
 
 use super::Executor;
 use super::effects::{all_int, gather_f32, gather_i32, mem, mem_mut, scatter_f32, scatter_i32};
-use crate::engine::isa::{AluOp, Instr};
+use crate::engine::isa::{AluOp, Instr, max_num};
 use crate::engine::nan::{CANONICAL_NAN, canon};
 
 impl Executor<'_, '_> {
@@ -45,7 +45,14 @@ impl Executor<'_, '_> {
                         .chunks(group)
                         .map(|g| {
                             let first = canon(g.first().copied().unwrap_or(0.0));
-                            let v = g.iter().skip(1).fold(first, |a, &b| op.eval_f32(a, b));
+                            let rest = g.iter().skip(1);
+                            // The common folds with the operation fixed (`eval_f32`'s arms),
+                            // the rest through it.
+                            let v = match op {
+                                AluOp::Add => rest.fold(first, |a, &b| canon(a + b)),
+                                AluOp::Max => rest.fold(first, |a, &b| max_num(a, b)),
+                                _ => rest.fold(first, |a, &b| op.eval_f32(a, b)),
+                            };
                             if negate {
                                 AluOp::Mul.eval_f32(v, -1.0)
                             } else {
