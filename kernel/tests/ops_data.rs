@@ -267,9 +267,11 @@ fn memset_and_iota() {
         k.sbuf_tile("fi", DType::F32, &[p, f]).unwrap(),
         k.sbuf_tile("bi", DType::Bf16, &[p, f]).unwrap(),
     );
-    // A quiet NaN with a payload (kept; the value is an f64, which quiets signalling NaNs), a value bf16 rounds (1 + 2^-8 + 2^-9 -> 1 + 2^-7), int32.
-    k.memset(&fsb, f64::from(f32::from_bits(0x7FC0_1234)))
-        .unwrap();
+    // A quiet NaN with a payload (the f64 whose payload's top bits are fp32 0x7FC0_1234's:
+    // built from bits, as a float conversion may change a NaN's payload), a value bf16
+    // rounds (1 + 2^-8 + 2^-9 -> 1 + 2^-7), int32.
+    let nan = f64::from_bits(0x7FF0_0000_0000_0000 | (0x40_1234u64 << 29));
+    k.memset(&fsb, nan).unwrap();
     k.memset(&bsb, 1.0 + 2f64.powi(-8) + 2f64.powi(-9)).unwrap();
     k.memset(&isb, -123_456_789.0).unwrap();
     k.emit(Memset {

@@ -46,9 +46,23 @@ impl Op for Memset<'_> {
             }
             (v as i32) as u32
         } else {
-            (self.value as f32).to_bits()
+            f64_to_f32_bits(self.value)
         };
         k.record(n, e, &[Instr::Memset { out, bits }])
+    }
+}
+
+/// `v` rounded to binary32 (nearest even), as bits; a NaN keeps its sign and the top 22 bits
+/// of its payload and is quiet. The NaN case is done on the bits: Rust leaves the payload of
+/// a NaN that a float conversion produces unspecified, and optimised builds do change it.
+fn f64_to_f32_bits(v: f64) -> u32 {
+    let b = v.to_bits();
+    if b & 0x7FFF_FFFF_FFFF_FFFF > 0x7FF0_0000_0000_0000 {
+        let sign = ((b >> 32) as u32) & 0x8000_0000;
+        let payload = ((b >> 29) as u32) & 0x003F_FFFF;
+        sign | 0x7FC0_0000 | payload
+    } else {
+        (v as f32).to_bits()
     }
 }
 
