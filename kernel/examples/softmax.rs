@@ -61,7 +61,8 @@ fn softmax_naive(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
 
 /// `softmax_naive` built with [`Kernel::build_unrolled`] instead of [`Kernel::build`]: the
 /// same recording, every instruction as recorded (one copy per 128-row tile), for the
-/// `reroll` comparison. Only the last line differs from `softmax_naive`.
+/// `reroll` comparison. The code of `softmax_naive` (less its comments) but for the last
+/// line.
 fn softmax_naive_unrolled(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
     let mut k = Kernel::new("softmax_naive");
     let x = k.input("x", DType::F32, &[n, d])?;
