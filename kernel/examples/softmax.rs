@@ -4,11 +4,15 @@
 //! ```text
 //! cargo run -p nrt-kernel --example softmax -- build DIR       # DIR/softmax_*.neff, DIR/x.npy
 //! cargo run -p nrt-kernel --example softmax -- check X.npy Y.npy   # Y against a plain softmax of X
+//! cargo run -p nrt-kernel --example softmax -- reroll   # softmax_naive: build() vs build_unrolled()
 //! ```
 //!
 //! `build` writes one NEFF per version (input `x`, output `y`, both fp32 `[N, D]`) and a
 //! sample input; `check` compares an output `nrt run` wrote with a softmax computed here in
-//! f64 plain loops, and fails (exit status 1) beyond the bound stated at [`TOLERANCE`].
+//! f64 plain loops, and fails (exit status 1) beyond the bound stated at [`TOLERANCE`];
+//! `reroll` runs `softmax_naive` in-process as [`Kernel::build`] gives it (streams rerolled
+//! into loops) and as [`Kernel::build_unrolled`] gives it, and prints the instruction and
+//! descriptor counts and simulated ticks of each.
 //!
 //! The kernel functions are the guide's code, verbatim: `cli/tests/guide.rs` checks that every
 //! kernel function the guide shows appears here as it is written there.
@@ -18,6 +22,8 @@ use std::path::Path;
 
 use nrt_kernel::{ActFn, AluOp, DType, EngineId, Kernel, Memory, Program};
 use nrt_kernel::{TensorReduce, TensorScalarChain};
+use nrt_sim::Instance;
+use nrt_sim::engine::{Device, ExecOptions, encode_f32};
 
 /// Rows.
 const N: usize = 1024;
@@ -47,6 +53,34 @@ fn softmax_naive(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
             k.tensor_reduce(&s, AluOp::Add, &t, &[1])?; // VectorE: s = sum of the row
             k.reciprocal(&s, &s)?; // VectorE: s = 1 / sum
             k.tensor_scalar(&t, &t, AluOp::Mul, &s)?; // VectorE: t = t / sum
+            k.dma_copy(&y.slice(0, rows)?, &t)
+        })?;
+    }
+    k.build()
+}
+
+/// `softmax_naive` built with [`Kernel::build_unrolled`] instead of [`Kernel::build`]: the
+/// same recording, every instruction as recorded (one copy per 128-row tile), for the
+/// `reroll` comparison. The code of `softmax_naive` (less its comments) but for the last
+/// line.
+fn softmax_naive_unrolled(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
+    let mut k = Kernel::new("softmax_naive");
+    let x = k.input("x", DType::F32, &[n, d])?;
+    let y = k.output("y", DType::F32, &[n, d])?;
+    for r0 in (0..n).step_by(128) {
+        let rows = r0..(r0 + 128).min(n);
+        let p = rows.len();
+        k.scope(|k| {
+            let t = k.sbuf_tile("t", DType::F32, &[p, d])?;
+            let m = k.sbuf_tile("m", DType::F32, &[p, 1])?;
+            let s = k.sbuf_tile("s", DType::F32, &[p, 1])?;
+            k.dma_copy(&t, &x.slice(0, rows.clone())?)?;
+            k.tensor_reduce(&m, AluOp::Max, &t, &[1])?;
+            k.tensor_scalar(&m, &m, AluOp::Mul, -1.0)?;
+            k.activation(&t, ActFn::Exp, &t, &m, 1.0)?;
+            k.tensor_reduce(&s, AluOp::Add, &t, &[1])?;
+            k.reciprocal(&s, &s)?;
+            k.tensor_scalar(&t, &t, AluOp::Mul, &s)?;
             k.dma_copy(&y.slice(0, rows)?, &t)
         })?;
     }
@@ -81,7 +115,7 @@ fn softmax_fused(n: usize, d: usize) -> Result<Program, nrt_core::Error> {
             k.dma_copy(&y.slice(0, rows)?, &t)
         })?;
     }
-    k.build_unrolled()
+    k.build()
 }
 
 fn softmax_pipelined(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_core::Error> {
@@ -110,7 +144,7 @@ fn softmax_pipelined(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_cor
         k.tensor_scalar(&t, &t, AluOp::Mul, &s)?;
         k.dma_copy(&y.slice(0, rows)?, &t)?;
     }
-    k.build_unrolled()
+    k.build()
 }
 
 fn softmax_balanced(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_core::Error> {
@@ -143,7 +177,7 @@ fn softmax_balanced(n: usize, d: usize, bufs: usize) -> Result<Program, nrt_core
         })?;
         k.dma_copy(&y.slice(0, rows)?, &t)?;
     }
-    k.build_unrolled()
+    k.build()
 }
 
 fn softmax_wide(n: usize, d: usize, r: usize, bufs: usize) -> Result<Program, nrt_core::Error> {
@@ -187,7 +221,7 @@ fn softmax_wide(n: usize, d: usize, r: usize, bufs: usize) -> Result<Program, nr
         }
         k.dma_copy(&y.slice(0, rows)?.reshape(&[128, r, d])?, &t)?;
     }
-    k.build_unrolled()
+    k.build()
 }
 
 /// The versions `build` writes, in the guide's order.
@@ -332,11 +366,63 @@ fn check(x: &Path, y: &Path) -> Result<bool, Box<dyn Error>> {
     Ok(ok)
 }
 
+/// `12,345` for 12345.
+fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Builds `softmax_naive` both ways, runs each on the sample input on a simulated trn1
+/// core, and prints its instruction count (all five streams), its descriptor count and its
+/// simulated ticks; fails if the two outputs are not bit-identical or a run has hazards.
+fn reroll() -> Result<(), Box<dyn Error>> {
+    let input = encode_f32(DType::F32, &sample_input(N, D));
+    let mut outputs = Vec::new();
+    println!("softmax_naive, x fp32 [{N}, {D}]");
+    println!(
+        "  {:<18} {:>12} {:>12} {:>8}",
+        "built with", "instructions", "descriptors", "ticks"
+    );
+    for (how, program) in [
+        ("build_unrolled()", softmax_naive_unrolled(N, D)?),
+        ("build()", softmax_naive(N, D)?),
+    ] {
+        let instrs: usize = program.streams.iter().map(Vec::len).sum();
+        let descs = program.descriptors.len();
+        let mut dev = Device::new(Instance::Trn1);
+        let loaded = dev.load(0, program)?;
+        let (out, report) = dev.run(&loaded, &[("x", &input)], &ExecOptions::default())?;
+        if !report.hazards.is_empty() {
+            return Err(format!("{how}: {} hazards", report.hazards.len()).into());
+        }
+        println!(
+            "  {how:<18} {:>12} {:>12} {:>8}",
+            grouped(instrs as u64),
+            grouped(descs as u64),
+            grouped(report.ticks)
+        );
+        outputs.push(out);
+    }
+    if outputs[0] != outputs[1] {
+        return Err("build() and build_unrolled() gave different outputs".into());
+    }
+    println!("outputs bit-identical");
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: softmax build DIR | softmax check X.npy Y.npy";
+    let usage = "usage: softmax build DIR | softmax check X.npy Y.npy | softmax reroll";
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["build", dir] => build(Path::new(dir)),
+        ["reroll"] => reroll(),
         ["check", x, y] => {
             if check(Path::new(x), Path::new(y))? {
                 Ok(())
