@@ -94,6 +94,7 @@ mod format;
 mod handle;
 mod kernel;
 mod layout;
+pub mod library;
 mod ops;
 mod pool;
 mod stream;

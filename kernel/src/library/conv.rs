@@ -1,0 +1,501 @@
+//! 2-D convolution as ONNX `Conv` computes it: input `x [N, C, H, W]` (NCHW), weights
+//! `w [O, C/groups, KH, KW]` (OIHW), optional bias `b [O]`, output
+//! `y [N, O, OH, OW]` with `OH = (H + pad_top + pad_bottom − dil_h·(KH − 1) − 1) / stride_h + 1`
+//! (likewise `OW`), zero padding, `groups` dividing `C` and `O` (output channel `o` sees
+//! input channels `(o / (O/groups))·(C/groups) ..` of its group). [`conv2d`] emits it into a
+//! kernel; [`build_conv2d`] builds a kernel of it.
+//!
+//! # Algorithm: shifted-window accumulation in PSUM
+//!
+//! No im2col buffer is materialised. Each image's channels of a group (128 at a time) are
+//! loaded once into a zero-padded SBUF tile `[C, H + pads, W + pads]`, channels on
+//! partitions. The output is computed in blocks of `R` rows × `Cw` columns (`R·Cw ≤ 512`, one
+//! PSUM bank of fp32) for up to 128 output channels: for every input-channel chunk and every
+//! kernel tap `(kh, kw)`, one `nc_matmul` takes as stationary the tap's weights `[C, O]` and
+//! as moving the strided window of the padded tile that the tap sees for the block (rows
+//! `kh·dil_h + r·stride_h`, columns `kw·dil_w + c·stride_w`: a two-dimensional access pattern
+//! of the tile, so the im2col is in the access pattern, not in memory), all of them
+//! accumulating in one fp32 PSUM tile. The bias is added while evacuating PSUM (VectorE,
+//! one value per output-channel partition), which also rounds to the output dtype.
+//!
+//! The weights are loaded once, before the images: each `[O, C/g·KH·KW]` row block
+//! contiguously, re-laid `[O, KH·KW, C/g]` on VectorE, and each tap's `[O, C]` transposed to
+//! `[C, O]` by `dma_transpose` (SBUF to SBUF), in the input dtype.
+//!
+//! **Depthwise** convolutions (one input channel per group, `C/groups = 1`, any channel
+//! multiplier `O/C`) do not use TensorE — a 1-deep contraction would waste it — but VectorE:
+//! channels on partitions, each tap one fused `(window · w[c, tap]) + acc` over the whole
+//! output plane (`scalar_tensor_tensor` with the weight as a per-partition scalar), in fp32.
+//!
+//! Arithmetic: operands in the input dtype (fp32 or bf16), every accumulation fp32 (PSUM, or
+//! the fp32 accumulator tile of the depthwise path), one rounding to the output dtype.
+//! Limits: one image's padded channel chunk (`(H + pads)·(W + pads)` elements per partition)
+//! and, for the depthwise path, the fp32 output plane must fit in SBUF (ResNet-size planes
+//! do); an allocation failure says so.
+
+use nrt_core::{Error, err};
+use nrt_sim::engine::{AluOp, DType, Program};
+
+use crate::kernel::Kernel;
+use crate::ops::NcMatmul;
+use crate::tiles::Tile;
+use crate::view::View;
+
+const OP: &str = "conv2d";
+
+/// Options of a convolution (ONNX `Conv`'s attributes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dConfig {
+    /// `(stride_h, stride_w)`, each ≥ 1.
+    pub stride: (usize, usize),
+    /// `[top, left, bottom, right]` zero padding (ONNX `pads` order).
+    pub pads: [usize; 4],
+    /// `(dil_h, dil_w)`, each ≥ 1.
+    pub dilation: (usize, usize),
+    /// Groups, dividing the input and the output channels.
+    pub groups: usize,
+}
+
+impl Default for Conv2dConfig {
+    /// Stride 1, no padding, no dilation, one group.
+    fn default() -> Self {
+        Self {
+            stride: (1, 1),
+            pads: [0; 4],
+            dilation: (1, 1),
+            groups: 1,
+        }
+    }
+}
+
+impl Conv2dConfig {
+    /// Stride `s`, padding `p` on every side, dilation 1, `groups`.
+    pub fn new(s: usize, p: usize, groups: usize) -> Self {
+        Self {
+            stride: (s, s),
+            pads: [p; 4],
+            dilation: (1, 1),
+            groups,
+        }
+    }
+
+    /// The output size `(OH, OW)` for an input `(H, W)` and a kernel `(KH, KW)`, or an error
+    /// when the (dilated) kernel is larger than the padded input or a parameter is 0.
+    pub fn output_size(
+        &self,
+        hw: (usize, usize),
+        khw: (usize, usize),
+    ) -> Result<(usize, usize), Error> {
+        let [pt, pl, pb, pr] = self.pads;
+        let one = |n: usize, k: usize, p: usize, s: usize, d: usize, axis: &str| {
+            if s == 0 || d == 0 || k == 0 {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: stride, dilation and kernel size must be ≥ 1 (axis {axis}: stride {s}, \
+                     dilation {d}, kernel {k})"
+                ));
+            }
+            let span = d * (k - 1) + 1;
+            if n + p < span {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: the dilated kernel ({span}) is larger than the padded input ({}) along \
+                     {axis}",
+                    n + p
+                ));
+            }
+            Ok((n + p - span) / s + 1)
+        };
+        Ok((
+            one(hw.0, khw.0, pt + pb, self.stride.0, self.dilation.0, "H")?,
+            one(hw.1, khw.1, pl + pr, self.stride.1, self.dilation.1, "W")?,
+        ))
+    }
+}
+
+fn dims4(v: &View, role: &str, layout: &str) -> Result<[usize; 4], Error> {
+    match v.shape()[..] {
+        [a, b, c, d] => Ok([a, b, c, d]),
+        _ => Err(err!(
+            Invalid,
+            "{OP}: {role} {} must be 4-D {layout}",
+            v.describe()
+        )),
+    }
+}
+
+/// The validated problem.
+struct Geometry {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    o: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    cig: usize,
+    cog: usize,
+    cfg: Conv2dConfig,
+}
+
+impl Geometry {
+    fn taps(&self) -> usize {
+        self.kh * self.kw
+    }
+
+    /// Rows and columns of the zero-padded input tile that the output needs.
+    fn padded(&self) -> (usize, usize) {
+        let (sh, sw) = self.cfg.stride;
+        let (dh, dw) = self.cfg.dilation;
+        (
+            (self.oh - 1) * sh + (self.kh - 1) * dh + 1,
+            (self.ow - 1) * sw + (self.kw - 1) * dw + 1,
+        )
+    }
+
+    /// The window of padded tile `xp` that tap `(i, j)` reads for output rows `r0 .. r0 + rn`
+    /// and columns `c0 .. c0 + cn`.
+    fn window(
+        &self,
+        xp: &View,
+        tap: (usize, usize),
+        rows: (usize, usize),
+        cols: (usize, usize),
+    ) -> Result<View, Error> {
+        let (sh, sw) = self.cfg.stride;
+        let (dh, dw) = self.cfg.dilation;
+        let y0 = tap.0 * dh + rows.0 * sh;
+        let x0 = tap.1 * dw + cols.0 * sw;
+        xp.slice_step(1, y0..y0 + (rows.1 - 1) * sh + 1, sh)?
+            .slice_step(2, x0..x0 + (cols.1 - 1) * sw + 1, sw)
+    }
+}
+
+/// Emits `y = conv2d(x, w) (+ b)` into `k` (see the module documentation): HBM views
+/// `x [N, C, H, W]`, `w [O, C/groups, KH, KW]` (the same float dtype), `bias [O]` (any float
+/// dtype), `y [N, O, OH, OW]` (any float dtype).
+pub fn conv2d(
+    k: &mut Kernel,
+    y: &View,
+    x: &View,
+    w: &View,
+    bias: Option<&View>,
+    cfg: &Conv2dConfig,
+) -> Result<(), Error> {
+    let [n, c, h, wd] = dims4(x, "x", "[N, C, H, W]")?;
+    let [o, cig, kh, kw] = dims4(w, "w", "[O, C/groups, KH, KW]")?;
+    let g = cfg.groups;
+    if g == 0 || c % g != 0 || o % g != 0 || cig * g != c {
+        return Err(err!(
+            Invalid,
+            "{OP}: groups {g} must divide the input channels {c} and the output channels {o}, \
+             and w {} must have C/groups = {} input channels",
+            w.describe(),
+            c.checked_div(g).unwrap_or(0)
+        ));
+    }
+    let (oh, ow) = cfg.output_size((h, wd), (kh, kw))?;
+    if y.shape() != [n, o, oh, ow] {
+        return Err(err!(
+            Invalid,
+            "{OP}: y {} must be [{n}, {o}, {oh}, {ow}] for x {} and w {}",
+            y.describe(),
+            x.describe(),
+            w.describe()
+        ));
+    }
+    if !x.dtype().is_float() || w.dtype() != x.dtype() || !y.dtype().is_float() {
+        return Err(err!(
+            Invalid,
+            "{OP}: x {} and w {} must have one float dtype, y {} a float dtype",
+            x.describe(),
+            w.describe(),
+            y.describe()
+        ));
+    }
+    if let Some(b) = bias {
+        if b.shape() != [o] || !b.dtype().is_float() {
+            return Err(err!(
+                Invalid,
+                "{OP}: bias {} must be a float [{o}]",
+                b.describe()
+            ));
+        }
+    }
+    let geo = Geometry {
+        n,
+        c,
+        h,
+        w: wd,
+        o,
+        kh,
+        kw,
+        oh,
+        ow,
+        cig,
+        cog: o / g,
+        cfg: *cfg,
+    };
+    k.scope(|k| {
+        if cig == 1 {
+            depthwise(k, &geo, y, x, w, bias)
+        } else {
+            matmul_conv(k, &geo, y, x, w, bias)
+        }
+    })
+}
+
+/// A kernel named `conv2d` with inputs `x` (`[N, C, H, W]`), `w` (`[O, C/groups, KH, KW]`),
+/// optionally `b` (`[O]`), all `dtype`, and output `y` (`dtype`), computed by [`conv2d`].
+pub fn build_conv2d(
+    input: [usize; 4],
+    weight: [usize; 4],
+    cfg: &Conv2dConfig,
+    dtype: DType,
+    with_bias: bool,
+) -> Result<Program, Error> {
+    let mut k = Kernel::new("conv2d");
+    let x = k.input("x", dtype, &input)?;
+    let w = k.input("w", dtype, &weight)?;
+    let b = if with_bias {
+        Some(k.input("b", dtype, &[weight[0]])?)
+    } else {
+        None
+    };
+    let (oh, ow) = cfg.output_size((input[2], input[3]), (weight[2], weight[3]))?;
+    let y = k.output("y", dtype, &[input[0], weight[0], oh, ow])?;
+    conv2d(&mut k, &y, &x, &w, b.as_deref(), cfg)?;
+    k.build()
+}
+
+/// Loads `bias[o0 .. o0 + n]` as an fp32 `[n, 1]` tile (or `None`).
+fn load_bias(
+    k: &mut Kernel,
+    bias: Option<&View>,
+    o0: usize,
+    n: usize,
+) -> Result<Option<Tile>, Error> {
+    let Some(b) = bias else { return Ok(None) };
+    let t = k.sbuf_tile("conv_bias", DType::F32, &[n, 1])?;
+    k.dma_copy(&t, &b.slice(0, o0..o0 + n)?.reshape(&[n, 1])?)?;
+    Ok(Some(t))
+}
+
+/// Loads channels `c0 .. c0 + cn` of image `img` into a zero-padded tile `[cn, HP, WP]` of
+/// `dt` (the DMA converts when `dt` differs from `x`'s dtype).
+fn load_padded(
+    k: &mut Kernel,
+    geo: &Geometry,
+    x: &View,
+    img: usize,
+    c0: usize,
+    cn: usize,
+    dt: DType,
+) -> Result<Tile, Error> {
+    let (hp, wp) = geo.padded();
+    let [pt, pl, _, _] = geo.cfg.pads;
+    let xp = k.sbuf_tile("conv_input", dt, &[cn, hp, wp])?;
+    // The part of the input the padded extent covers (a stride may skip the last rows).
+    let (hn, wn) = (geo.h.min(hp - pt.min(hp)), geo.w.min(wp - pl.min(wp)));
+    if hn < hp || wn < wp {
+        k.memset(&xp, 0.0)?;
+    }
+    if hn > 0 && wn > 0 {
+        let src = x.select(0, img)?.slice(0, c0..c0 + cn)?;
+        k.dma_copy(
+            &xp.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?,
+            &src.slice(1, 0..hn)?.slice(2, 0..wn)?,
+        )?;
+    }
+    Ok(xp)
+}
+
+/// Output blocks: `(rows, columns)` per PSUM tile, `rows·columns ≤ 512`.
+fn block(geo: &Geometry) -> (usize, usize) {
+    if geo.ow <= 512 {
+        (geo.oh.min(512 / geo.ow), geo.ow)
+    } else {
+        (1, 512)
+    }
+}
+
+/// `(start, len)` chunks of `0..n`, `step` long.
+fn chunks(n: usize, step: usize) -> Vec<(usize, usize)> {
+    (0..n).step_by(step).map(|s| (s, step.min(n - s))).collect()
+}
+
+/// The TensorE path: weights transposed per tap, shifted windows accumulated in PSUM.
+fn matmul_conv(
+    k: &mut Kernel,
+    geo: &Geometry,
+    y: &View,
+    x: &View,
+    w: &View,
+    bias: Option<&View>,
+) -> Result<(), Error> {
+    let dt = x.dtype();
+    let t = geo.taps();
+    let groups = geo.cfg.groups;
+    let ci_chunks = chunks(geo.cig, 128);
+    let co_chunks = chunks(geo.cog, 128);
+    // Weights: wts[g][co chunk][ci chunk] = [cin, taps, con] (a tap's stationary:
+    // [cin, con]); biases: bts[g][co chunk] = [con, 1] fp32.
+    let mut wts: Vec<Vec<Vec<Tile>>> = Vec::new();
+    let mut bts: Vec<Vec<Option<Tile>>> = Vec::new();
+    let w2 = w.reshape(&[geo.o, geo.cig * t])?;
+    for g in 0..groups {
+        let (mut per_co, mut per_co_b) = (Vec::new(), Vec::new());
+        for &(o0, on) in &co_chunks {
+            let ob = g * geo.cog + o0;
+            let mut tiles = Vec::new();
+            for &(_, cn) in &ci_chunks {
+                tiles.push(k.sbuf_tile("conv_w", dt, &[cn, t, on])?);
+            }
+            k.scope(|k| {
+                let raw = k.sbuf_tile("conv_w_raw", dt, &[on, geo.cig, t])?;
+                k.dma_copy(
+                    &raw.reshape(&[on, geo.cig * t])?,
+                    &w2.slice(0, ob..ob + on)?,
+                )?;
+                let tap_major = k.sbuf_tile("conv_w_taps", dt, &[on, t, geo.cig])?;
+                k.tensor_copy(&tap_major, &raw.permute(&[0, 2, 1])?)?;
+                for (wt, &(c0, cn)) in tiles.iter().zip(&ci_chunks) {
+                    for tap in 0..t {
+                        k.dma_transpose(
+                            &wt.select(1, tap)?,
+                            &tap_major.select(1, tap)?.slice(1, c0..c0 + cn)?,
+                        )?;
+                    }
+                }
+                Ok(())
+            })?;
+            per_co.push(tiles);
+            per_co_b.push(load_bias(k, bias, ob, on)?);
+        }
+        wts.push(per_co);
+        bts.push(per_co_b);
+    }
+    let (rb, cb) = block(geo);
+    for img in 0..geo.n {
+        for g in 0..groups {
+            k.scope(|k| {
+                let mut xps = Vec::new();
+                for &(c0, cn) in &ci_chunks {
+                    xps.push(load_padded(k, geo, x, img, g * geo.cig + c0, cn, dt)?);
+                }
+                for (coi, &(o0, on)) in co_chunks.iter().enumerate() {
+                    let ob = g * geo.cog + o0;
+                    for (r0, rn) in chunks(geo.oh, rb) {
+                        for (c0, cn) in chunks(geo.ow, cb) {
+                            let ps = k.psum_tile("conv_psum", DType::F32, &[on, rn, cn])?;
+                            let mut first = true;
+                            for (xp, wt) in xps.iter().zip(&wts[g][coi]) {
+                                for tap in 0..t {
+                                    let win = geo.window(
+                                        xp,
+                                        (tap / geo.kw, tap % geo.kw),
+                                        (r0, rn),
+                                        (c0, cn),
+                                    )?;
+                                    k.emit(NcMatmul {
+                                        dst: &ps,
+                                        stationary: &wt.select(1, tap)?,
+                                        moving: &win,
+                                        accumulate: Some(!first),
+                                    })?;
+                                    first = false;
+                                }
+                            }
+                            let ot = k.sbuf_tile("conv_out", y.dtype(), &[on, rn, cn])?;
+                            match &bts[g][coi] {
+                                Some(b) => k.tensor_scalar(&ot, &ps, AluOp::Add, b)?,
+                                None => k.tensor_copy(&ot, &ps)?,
+                            }
+                            let dst = y
+                                .select(0, img)?
+                                .slice(0, ob..ob + on)?
+                                .slice(1, r0..r0 + rn)?
+                                .slice(2, c0..c0 + cn)?;
+                            k.dma_copy(&dst, &ot)?;
+                            k.free(&ot)?;
+                            k.free(&ps)?;
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The VectorE path for one input channel per group: channels on partitions, one fused
+/// multiply-add per tap over the output plane, in fp32.
+fn depthwise(
+    k: &mut Kernel,
+    geo: &Geometry,
+    y: &View,
+    x: &View,
+    w: &View,
+    bias: Option<&View>,
+) -> Result<(), Error> {
+    let t = geo.taps();
+    let m = geo.cog;
+    let c_chunks = chunks(geo.c, 128);
+    // Per channel chunk: weights [cc, m·taps] and biases [cc, m], fp32.
+    let w2 = w.reshape(&[geo.c, m * t])?;
+    let mut wts = Vec::new();
+    for &(c0, cc) in &c_chunks {
+        let wt = k.sbuf_tile("conv_dw_w", DType::F32, &[cc, m * t])?;
+        k.dma_copy(&wt, &w2.slice(0, c0..c0 + cc)?)?;
+        let bt = match bias {
+            Some(b) => {
+                let bt = k.sbuf_tile("conv_dw_bias", DType::F32, &[cc, m])?;
+                k.dma_copy(&bt, &b.reshape(&[geo.c, m])?.slice(0, c0..c0 + cc)?)?;
+                Some(bt)
+            }
+            None => None,
+        };
+        wts.push((wt, bt));
+    }
+    for img in 0..geo.n {
+        for (&(c0, cc), (wt, bt)) in c_chunks.iter().zip(&wts) {
+            k.scope(|k| {
+                let xp = load_padded(k, geo, x, img, c0, cc, DType::F32)?;
+                for j in 0..m {
+                    let acc = k.sbuf_tile("conv_dw_acc", DType::F32, &[cc, geo.oh, geo.ow])?;
+                    for tap in 0..t {
+                        let win = geo.window(
+                            &xp,
+                            (tap / geo.kw, tap % geo.kw),
+                            (0, geo.oh),
+                            (0, geo.ow),
+                        )?;
+                        let wv = wt.slice(1, j * t + tap..=j * t + tap)?;
+                        if tap == 0 {
+                            k.tensor_scalar(&acc, &win, AluOp::Mul, &wv)?;
+                        } else {
+                            k.scalar_tensor_tensor(&acc, &win, AluOp::Mul, &wv, AluOp::Add, &acc)?;
+                        }
+                    }
+                    let ot = k.sbuf_tile("conv_dw_out", y.dtype(), &[cc, geo.oh, geo.ow])?;
+                    match bt {
+                        Some(b) => k.tensor_scalar(&ot, &acc, AluOp::Add, &b.slice(1, j..=j)?)?,
+                        None => k.tensor_copy(&ot, &acc)?,
+                    }
+                    let first = c0 * m + j;
+                    let dst =
+                        y.select(0, img)?
+                            .slice_step(0, first..first + (cc - 1) * m + 1, m)?;
+                    k.dma_copy(&dst, &ot)?;
+                    k.free(&ot)?;
+                    k.free(&acc)?;
+                }
+                Ok(())
+            })?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! 2-D max and average pooling as ONNX `MaxPool` / `AveragePool` compute them (NCHW,
+//! `ceil_mode = 0`, no dilation): `y [N, C, OH, OW]` with
+//! `OH = (H + pad_top + pad_bottom − KH) / stride_h + 1` (likewise `OW`). [`pool2d`] emits it
+//! into a kernel; [`build_pool2d`] builds a kernel of it.
+//!
+//! * **Max** pooling ignores the padding (as if it were −∞); every window holds at least one
+//!   input element because each pad is smaller than the kernel (checked). The result is
+//!   exact: a maximum of the inputs.
+//! * **Average** pooling divides the window's sum by the number of *input* elements in it
+//!   when `count_include_pad` is false — ONNX's default (`count_include_pad = 0`) and
+//!   [`PoolKind::AVERAGE`] — or by `KH·KW` when it is true.
+//!
+//! # Algorithm
+//!
+//! The `N·C` planes are taken 128 at a time, one plane per partition. Each chunk is loaded
+//! (converting to fp32) into a padded SBUF tile `[planes, H + pads, W + pads]` filled with −∞
+//! (max) or 0 (average); then one VectorE operation per kernel tap folds the tap's strided
+//! window (rows `kh + r·stride_h`, columns `kw + c·stride_w`, an access pattern of the tile)
+//! into an fp32 `[planes, OH, OW]` accumulator with maximum or add. An average divides by
+//! the counts (an exact division, rounded once): `KH·KW`, or, excluding the padding, a
+//! `[128, OH, OW]` tile of per-position counts computed once per kernel by the same
+//! sum-pooling of a tile that is 1 inside the input and 0 in the padding. The last operation
+//! rounds to the output dtype.
+//!
+//! Limits: one chunk's padded planes and the fp32 output planes must fit in SBUF (about
+//! 190 KiB per partition; ResNet-size planes do); an allocation failure says so.
+
+use nrt_core::{Error, err};
+use nrt_sim::engine::{AluOp, DType, Program};
+
+use crate::kernel::Kernel;
+use crate::tiles::Tile;
+use crate::view::View;
+
+const OP: &str = "pool2d";
+
+/// Max or average pooling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    /// The maximum of each window (padding ignored).
+    Max,
+    /// The mean of each window.
+    Average {
+        /// Divide by `KH·KW` (padding counted as zeros) rather than by the number of input
+        /// elements in the window (ONNX's default: false).
+        count_include_pad: bool,
+    },
+}
+
+impl PoolKind {
+    /// Average pooling as ONNX's default (`count_include_pad = 0`).
+    pub const AVERAGE: PoolKind = PoolKind::Average {
+        count_include_pad: false,
+    };
+}
+
+/// Options of a pooling (ONNX `MaxPool` / `AveragePool` attributes, `ceil_mode = 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool2dConfig {
+    /// Max or average.
+    pub kind: PoolKind,
+    /// `(KH, KW)`, each ≥ 1.
+    pub kernel: (usize, usize),
+    /// `(stride_h, stride_w)`, each ≥ 1.
+    pub stride: (usize, usize),
+    /// `[top, left, bottom, right]` padding (ONNX `pads` order), each smaller than the
+    /// kernel along its axis.
+    pub pads: [usize; 4],
+}
+
+impl Pool2dConfig {
+    /// A square `kernel`, `stride`, the same padding `pad` on every side.
+    pub fn new(kind: PoolKind, kernel: usize, stride: usize, pad: usize) -> Self {
+        Self {
+            kind,
+            kernel: (kernel, kernel),
+            stride: (stride, stride),
+            pads: [pad; 4],
+        }
+    }
+
+    /// The output size `(OH, OW)` for an input `(H, W)`, or an error for a zero kernel or
+    /// stride, a pad not smaller than the kernel, or a kernel larger than the padded input.
+    pub fn output_size(&self, hw: (usize, usize)) -> Result<(usize, usize), Error> {
+        let [pt, pl, pb, pr] = self.pads;
+        let one = |n: usize, k: usize, p0: usize, p1: usize, s: usize, axis: &str| {
+            if k == 0 || s == 0 {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: kernel and stride must be ≥ 1 (axis {axis}: kernel {k}, stride {s})"
+                ));
+            }
+            if p0 >= k || p1 >= k {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: pads {p0}, {p1} along {axis} must be smaller than the kernel {k} (a \
+                     window would hold only padding)"
+                ));
+            }
+            if n + p0 + p1 < k {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: the kernel ({k}) is larger than the padded input ({}) along {axis}",
+                    n + p0 + p1
+                ));
+            }
+            Ok((n + p0 + p1 - k) / s + 1)
+        };
+        Ok((
+            one(hw.0, self.kernel.0, pt, pb, self.stride.0, "H")?,
+            one(hw.1, self.kernel.1, pl, pr, self.stride.1, "W")?,
+        ))
+    }
+}
+
+/// The validated problem.
+struct Geometry {
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    cfg: Pool2dConfig,
+}
+
+impl Geometry {
+    /// Rows and columns of the padded tile the output reads.
+    fn padded(&self) -> (usize, usize) {
+        (
+            (self.oh - 1) * self.cfg.stride.0 + self.cfg.kernel.0,
+            (self.ow - 1) * self.cfg.stride.1 + self.cfg.kernel.1,
+        )
+    }
+
+    /// Rows and columns of the input inside the padded tile.
+    fn covered(&self) -> (usize, usize) {
+        let (hp, wp) = self.padded();
+        let [pt, pl, _, _] = self.cfg.pads;
+        (self.h.min(hp - pt), self.w.min(wp - pl))
+    }
+
+    /// Folds every tap's window of `src` into `acc` with `op` (the first tap copies).
+    fn fold(&self, k: &mut Kernel, acc: &View, src: &View, op: AluOp) -> Result<(), Error> {
+        let (kh, kw) = self.cfg.kernel;
+        let (sh, sw) = self.cfg.stride;
+        for i in 0..kh {
+            for j in 0..kw {
+                let win = src
+                    .slice_step(1, i..i + (self.oh - 1) * sh + 1, sh)?
+                    .slice_step(2, j..j + (self.ow - 1) * sw + 1, sw)?;
+                if i == 0 && j == 0 {
+                    k.tensor_copy(acc, &win)?;
+                } else {
+                    k.tensor_tensor(acc, acc, &win, op)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Emits `y = pool(x)` into `k` (see the module documentation): HBM views `x [N, C, H, W]`
+/// and `y [N, C, OH, OW]`, float dtypes (they may differ; the arithmetic is fp32).
+pub fn pool2d(k: &mut Kernel, y: &View, x: &View, cfg: &Pool2dConfig) -> Result<(), Error> {
+    let [n, c, h, w] = match x.shape()[..] {
+        [a, b, c, d] => [a, b, c, d],
+        _ => {
+            return Err(err!(
+                Invalid,
+                "{OP}: x {} must be 4-D [N, C, H, W]",
+                x.describe()
+            ));
+        }
+    };
+    let (oh, ow) = cfg.output_size((h, w))?;
+    if y.shape() != [n, c, oh, ow] {
+        return Err(err!(
+            Invalid,
+            "{OP}: y {} must be [{n}, {c}, {oh}, {ow}] for x {}",
+            y.describe(),
+            x.describe()
+        ));
+    }
+    if !x.dtype().is_float() || !y.dtype().is_float() {
+        return Err(err!(
+            Invalid,
+            "{OP}: x {} and y {} must have float dtypes",
+            x.describe(),
+            y.describe()
+        ));
+    }
+    let geo = Geometry {
+        h,
+        w,
+        oh,
+        ow,
+        cfg: *cfg,
+    };
+    let planes = n * c;
+    let xs = x.reshape(&[planes, h, w])?;
+    let ys = y.reshape(&[planes, oh, ow])?;
+    k.scope(|k| {
+        let counts = match cfg.kind {
+            PoolKind::Average {
+                count_include_pad: false,
+            } => Some(counts(k, &geo, planes.min(128))?),
+            _ => None,
+        };
+        for p0 in (0..planes).step_by(128) {
+            let pn = 128.min(planes - p0);
+            k.scope(|k| {
+                chunk(
+                    k,
+                    &geo,
+                    &ys.slice(0, p0..p0 + pn)?,
+                    &xs.slice(0, p0..p0 + pn)?,
+                    counts.as_ref(),
+                )
+            })?;
+        }
+        Ok(())
+    })
+}
+
+/// A kernel named `pool2d` with input `x` (`dtype`, `input`) and output `y` (`dtype`),
+/// computed by [`pool2d`].
+pub fn build_pool2d(input: [usize; 4], cfg: &Pool2dConfig, dtype: DType) -> Result<Program, Error> {
+    let mut k = Kernel::new("pool2d");
+    let x = k.input("x", dtype, &input)?;
+    let (oh, ow) = cfg.output_size((input[2], input[3]))?;
+    let y = k.output("y", dtype, &[input[0], input[1], oh, ow])?;
+    pool2d(&mut k, &y, &x, cfg)?;
+    k.build()
+}
+
+/// The per-position count of input elements in each window: `[parts, OH, OW]` fp32.
+fn counts(k: &mut Kernel, geo: &Geometry, parts: usize) -> Result<Tile, Error> {
+    let (hp, wp) = geo.padded();
+    let (hn, wn) = geo.covered();
+    let [pt, pl, _, _] = geo.cfg.pads;
+    let cnt = k.sbuf_tile("pool_counts", DType::F32, &[parts, geo.oh, geo.ow])?;
+    k.scope(|k| {
+        let ones = k.sbuf_tile("pool_ones", DType::F32, &[parts, hp, wp])?;
+        k.memset(&ones, 0.0)?;
+        k.memset(&ones.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?, 1.0)?;
+        geo.fold(k, &cnt, &ones, AluOp::Add)
+    })?;
+    Ok(cnt)
+}
+
+/// One chunk of up to 128 planes.
+fn chunk(
+    k: &mut Kernel,
+    geo: &Geometry,
+    y: &View,
+    x: &View,
+    counts: Option<&Tile>,
+) -> Result<(), Error> {
+    let pn = x.shape().first().copied().unwrap_or(0);
+    let (hp, wp) = geo.padded();
+    let (hn, wn) = geo.covered();
+    let [pt, pl, _, _] = geo.cfg.pads;
+    let (fill, op) = match geo.cfg.kind {
+        PoolKind::Max => (f64::NEG_INFINITY, AluOp::Max),
+        PoolKind::Average { .. } => (0.0, AluOp::Add),
+    };
+    let xp = k.sbuf_tile("pool_input", DType::F32, &[pn, hp, wp])?;
+    if hn < hp || wn < wp {
+        k.memset(&xp, fill)?;
+    }
+    k.dma_copy(
+        &xp.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?,
+        &x.slice(1, 0..hn)?.slice(2, 0..wn)?,
+    )?;
+    let acc = k.sbuf_tile("pool_acc", DType::F32, &[pn, geo.oh, geo.ow])?;
+    geo.fold(k, &acc, &xp, op)?;
+    let out = k.sbuf_tile("pool_out", y.dtype(), &[pn, geo.oh, geo.ow])?;
+    match (geo.cfg.kind, counts) {
+        (PoolKind::Max, _) => k.tensor_copy(&out, &acc)?,
+        (PoolKind::Average { .. }, Some(cnt)) => {
+            k.tensor_tensor(&out, &acc, &cnt.slice(0, 0..pn)?, AluOp::Divide)?;
+        }
+        (PoolKind::Average { .. }, None) => {
+            let (kh, kw) = geo.cfg.kernel;
+            k.tensor_scalar(&out, &acc, AluOp::Divide, (kh * kw) as f32)?;
+        }
+    }
+    k.dma_copy(y, &out)
+}
