@@ -24,6 +24,7 @@ mod backend;
 mod bench;
 mod build;
 mod error;
+mod graph;
 mod info;
 mod ls;
 mod npy;
