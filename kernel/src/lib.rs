@@ -28,6 +28,11 @@
 //!   `NRT_RESOURCE` error naming the tile and the space left. Semaphores are assigned at
 //!   [`Kernel::build`].
 //!
+//! * **A kernel library**: [`library`] builds complete kernels on these operations — tiled
+//!   matmul, transpose, row softmax, layernorm and rmsnorm, broadcasting element-wise binary
+//!   operations, axis reductions — each an emitter into a [`Kernel`] given HBM tensor views,
+//!   with a convenience builder.
+//!
 //! Every misuse — a shape, dtype, space or bounds error, a freed tile, a view of another
 //! kernel — is an `nrt_core::Error` (`NRT_INVALID`) whose message names the operation and
 //! the tensor or tile; nothing panics on API input, and a failed operation records nothing.
@@ -84,7 +89,8 @@
 //! access patterns and DMA descriptors); `alloc.rs` (the tile allocator); `sync/` (agents and
 //! clocks, the access log, the wait planner); `stream.rs` (engine streams and their assembly
 //! into a program) → `kernel.rs` ([`Kernel`]) → `tensors.rs` ([`Tensor`]), `tiles.rs`
-//! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations).
+//! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations) → `library/`
+//! (complete kernels).
 
 #![forbid(unsafe_code)]
 

@@ -187,13 +187,17 @@ fn the_one_op_immediate_form_stays_format_1_0() {
     let t = k.sbuf_tile("t", DType::F32, &[64, 32]).unwrap();
     k.memset(&t, 1.0).unwrap();
     k.tensor_scalar(&t, &t, AluOp::Add, 2.0).unwrap();
-    assert_eq!(k.build().unwrap().format_minor(), 0);
+    let p = k.build().unwrap();
+    assert_eq!(p.format_minor(), 0);
+    run(&p, &[]);
     let mut k = Kernel::new("chain");
     let t = k.sbuf_tile("t", DType::F32, &[64, 32]).unwrap();
     k.memset(&t, 1.0).unwrap();
     k.tensor_scalar_chain(&t, &t, AluOp::Add, 2.0, AluOp::Mul, 3.0)
         .unwrap();
-    assert_eq!(k.build().unwrap().format_minor(), 1);
+    let p = k.build().unwrap();
+    assert_eq!(p.format_minor(), 1);
+    run(&p, &[]);
 }
 
 #[test]

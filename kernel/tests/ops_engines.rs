@@ -208,9 +208,8 @@ fn engine_overrides_are_honoured() {
     let xv: Vec<f32> = (0..64 * 32).map(|i| i as f32).collect();
     let (outs, _) = run(&p, &[("x", f32s(&xv))]);
     let got = dec(DType::F32, output(&outs, "y"));
-    for (g, v) in got.iter().zip(&xv) {
-        assert_eq!(*g, v - v + 1.0);
-    }
+    // b = a (three copies), b − a = 0, + 1.
+    assert!(got.iter().all(|&g| g == 1.0));
 }
 
 #[test]
@@ -456,17 +455,17 @@ fn nan_and_infinities_propagate() {
         assert_eq!(bits(get(&outs, "rc")), bits(&want_rc), "{xv:?}");
         let want_stt: Vec<f32> = xv.iter().map(|&v| canon(canon(v * 0.0) + v)).collect();
         assert_eq!(bits(get(&outs, "stt")), bits(&want_stt), "{xv:?}");
-        // bn_stats / bn_aggr: NaN or ∞ in a half makes its mean and M2 NaN (or ∞), and the
-        // aggregate NaN; an all-(−0) row has mean and variance +0.
-        let st = get(&outs, "st");
-        let mv = get(&outs, "mv");
-        let has_nan = xv.iter().any(|v| v.is_nan());
-        let has_inf = xv.iter().any(|v| v.is_infinite());
-        if has_nan || has_inf {
-            assert_eq!(mv[1].to_bits(), QNAN, "variance of {xv:?}");
-            assert!(st.iter().any(|v| v.to_bits() == QNAN || v.is_infinite()));
-        } else {
-            assert_eq!(bits(mv), bits(&[0.0, 0.0]), "{xv:?}");
+        // bn_stats / bn_aggr: exactly the documented statistics (NaN or ∞ in a half makes its
+        // mean and M2 NaN or ∞, and the aggregate NaN; an all-(−0) row has +0 statistics).
+        let even: Vec<f32> = xv.iter().copied().step_by(2).collect();
+        let odd: Vec<f32> = xv.iter().copied().skip(1).step_by(2).collect();
+        let mut want_st = refs::moments(&even).to_vec();
+        want_st.extend(refs::moments(&odd));
+        assert_eq!(bits(get(&outs, "st")), bits(&want_st), "bn_stats {xv:?}");
+        let want_mv = refs::aggregate(&want_st);
+        assert_eq!(bits(get(&outs, "mv")), bits(&want_mv), "bn_aggr {xv:?}");
+        if xv.iter().any(|v| !v.is_finite()) {
+            assert_eq!(want_mv[1].to_bits(), QNAN);
         }
     }
 }

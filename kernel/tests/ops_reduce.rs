@@ -9,7 +9,7 @@ mod refs;
 
 use common::{Rng, output, run};
 use nrt_kernel::{AluOp, DType, Kernel, TensorReduce, TensorTensorScan};
-use refs::{QNAN, SPECIALS, alu, alu_i32, canon, dec, f32s, i32s, to_i32};
+use refs::{SPECIALS, alu, alu_i32, canon, dec, f32s, i32s, to_i32};
 
 fn data(n: usize, seed: u64, specials: bool) -> Vec<f32> {
     let mut rng = Rng(seed);
@@ -85,6 +85,44 @@ fn tensor_reduce_over_the_last_axes() {
 }
 
 #[test]
+fn tensor_reduce_mean_as_nki_writes_it() {
+    // NKI has no mean reduction: the sum, then one scaling — divide by n (one correctly
+    // rounded division) or multiply by fl(1/n) (two roundings, as `activation`'s scale).
+    let (p, a, b) = (100, 7, 9);
+    let n = (a * b) as f32;
+    let mut k = Kernel::new("mean");
+    let x = k.input("x", DType::F32, &[p, a, b]).unwrap();
+    let y = k.output("y", DType::F32, &[p, 2]).unwrap();
+    let xt = k.sbuf_tile("x", DType::F32, &[p, a, b]).unwrap();
+    let st = k.sbuf_tile("s", DType::F32, &[p, 1]).unwrap();
+    let yt = k.sbuf_tile("y", DType::F32, &[p, 2]).unwrap();
+    k.dma_copy(&xt, &x).unwrap();
+    k.tensor_reduce(&st, AluOp::Add, &xt, &[1, 2]).unwrap();
+    k.tensor_scalar(&yt.slice(1, 0..1).unwrap(), &st, AluOp::Divide, n)
+        .unwrap();
+    k.activation(
+        &yt.slice(1, 1..2).unwrap(),
+        nrt_kernel::ActFn::Identity,
+        &st,
+        -0.0,
+        1.0 / n,
+    )
+    .unwrap();
+    k.dma_copy(&y, &yt).unwrap();
+    let prog = k.build().unwrap();
+    let xv = data(p * a * b, 13, true);
+    let (outs, _) = run(&prog, &[("x", f32s(&xv))]);
+    let got = dec(DType::F32, output(&outs, "y"));
+    for r in 0..p {
+        let s = fold(AluOp::Add, &xv[r * a * b..(r + 1) * a * b], false);
+        let want = [canon(s / n), refs::act_arg(s, 1.0 / n, -0.0)];
+        for (j, w) in want.iter().enumerate() {
+            assert_eq!(got[2 * r + j].to_bits(), w.to_bits(), "mean {r} form {j}");
+        }
+    }
+}
+
+#[test]
 fn tensor_reduce_of_a_strided_view_and_int32_bitwise() {
     // The middle axis of a permuted view: data [P, 8, 6] read as [P, 6, 8] (axis 2 = the
     // original axis 1), and int32 bitwise_or / add.
@@ -122,45 +160,6 @@ fn tensor_reduce_of_a_strided_view_and_int32_bitwise() {
             .unwrap();
         assert_eq!(gz[r], want);
     }
-}
-
-/// `(count, mean, count·variance)` of `xs` as the ISA documents it: fp32, the sum from +0 in
-/// order divided by the count, then the sum from +0 of squared deviations.
-fn moments(xs: &[f32]) -> [f32; 3] {
-    if xs.is_empty() {
-        return [0.0; 3];
-    }
-    let n = xs.len() as f32;
-    let mean = canon(xs.iter().fold(0.0f32, |a, &v| a + v) / n);
-    let m2 = xs.iter().fold(0.0f32, |a, &v| {
-        let d = v - mean;
-        a + d * d
-    });
-    [n, mean, canon(m2)]
-}
-
-/// Chan's aggregation of `(n, mean, M2)` triples as the ISA documents it.
-fn aggregate(t: &[f32]) -> [f32; 2] {
-    let (mut n, mut mean, mut m2) = (0.0f32, 0.0f32, 0.0f32);
-    for g in t.chunks(3) {
-        let (c, m, v) = (g[0], g[1], g[2]);
-        if c.is_nan() || c <= 0.0 {
-            continue;
-        }
-        if n == 0.0 {
-            (n, mean, m2) = (c, m, v);
-            continue;
-        }
-        let nn = n + c;
-        let d = m - mean;
-        mean += d * (c / nn);
-        m2 = (m2 + v) + (d * d) * ((n * c) / nn);
-        n = nn;
-    }
-    if n == 0.0 {
-        return [f32::from_bits(QNAN); 2];
-    }
-    [canon(mean), canon(m2 / n)]
 }
 
 #[test]
@@ -202,13 +201,13 @@ fn bn_stats_and_bn_aggr_over_several_groups() {
         for half in [&row[..512], &row[512..]] {
             let even: Vec<f32> = half.iter().copied().step_by(2).collect();
             let odd: Vec<f32> = half.iter().copied().skip(1).step_by(2).collect();
-            want.extend(moments(&even));
-            want.extend(moments(&odd));
+            want.extend(refs::moments(&even));
+            want.extend(refs::moments(&odd));
         }
         for (i, w) in want.iter().enumerate() {
             assert_eq!(gs[r * 12 + i].to_bits(), w.to_bits(), "stats ({r}, {i})");
         }
-        let agg = aggregate(&want);
+        let agg = refs::aggregate(&want);
         assert_eq!(gm[2 * r].to_bits(), agg[0].to_bits(), "mean {r}");
         assert_eq!(gm[2 * r + 1].to_bits(), agg[1].to_bits(), "var {r}");
         // And close to the binary64 statistics.

@@ -1,7 +1,35 @@
-//! A kernel library built on the tile-level API: each routine emits its operations into a
-//! [`Kernel`](crate::Kernel) given HBM tensor views (so several can share one kernel), and
-//! has a convenience builder that declares the tensors and returns the built
-//! [`Program`](crate::Program).
+//! Complete kernels built on the operations: tiled matmul, transpose, row softmax,
+//! layernorm / rmsnorm, broadcasting element-wise binary operations and axis reductions.
+//!
+//! # One shape for every kernel
+//!
+//! Each module has an *emitter* and a *builder*:
+//!
+//! * `fn name(k: &mut Kernel, out: &View, inputs: &View…, opts…) -> Result<(), Error>` adds
+//!   the kernel's operations to `k`. Every operand is a view of an HBM tensor of `k` (an
+//!   input, constant, scratch or output tensor, or a slice of one); `out` must be writable
+//!   (output or scratch). The emitter allocates its SBUF/PSUM tiles inside a
+//!   [`Kernel::scope`](crate::Kernel::scope), so everything it allocated is freed when it
+//!   returns and several emitters can be chained in one kernel (through scratch tensors).
+//!   Synchronisation with what the kernel did before and does after is automatic.
+//! * `fn build(…) -> Result<Program, Error>` is the convenience form: a fresh kernel with
+//!   input tensors and one output tensor named as the builder documents, the emitter, and
+//!   [`Kernel::build`](crate::Kernel::build).
+//!
+//! Misuse (an operand not in HBM, mismatched shapes or dtypes, a size the kernel does not
+//! support) is an `NRT_INVALID` error naming the kernel and the operand; running out of
+//! on-chip memory is the allocator's `NRT_RESOURCE` error. Nothing is recorded by a call
+//! that fails before its first operation; a call that fails later leaves the operations it
+//! recorded (as any sequence of operations would).
+//!
+//! Numerics are those of the instructions (docs/SIM_ISA.md): each module documents its
+//! order of operations, which makes the results bit-reproducible; the tests check them bit
+//! for bit against plain references of that order where every step is an IEEE operation,
+//! and within a stated bound of binary64 references otherwise.
+//!
+//! # Modules
+//!
+//! Each module is independent; `util` holds the shared checks and tiling helpers.
 //!
 //! * [`attention`] — scaled-dot-product attention, one head or several, optionally causal;
 //! * [`conv`] — 2-D convolution (NCHW, OIHW; stride, padding, dilation, groups, bias);
@@ -9,4 +37,11 @@
 
 pub mod attention;
 pub mod conv;
+pub mod elementwise;
+pub mod matmul;
+pub mod norm;
 pub mod pool;
+pub mod reduce;
+pub mod softmax;
+pub mod transpose;
+pub(crate) mod util;

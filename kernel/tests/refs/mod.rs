@@ -375,3 +375,42 @@ pub fn cast(dtype: DType, v: f32) -> f32 {
         DType::I32 => to_int(v) as f32,
     }
 }
+
+/// `(count, mean, count·variance)` of `xs` as the ISA documents it: fp32, the sum from +0 in
+/// order divided by the count, then the sum from +0 of squared deviations.
+pub fn moments(xs: &[f32]) -> [f32; 3] {
+    if xs.is_empty() {
+        return [0.0; 3];
+    }
+    let n = xs.len() as f32;
+    let mean = canon(xs.iter().fold(0.0f32, |a, &v| a + v) / n);
+    let m2 = xs.iter().fold(0.0f32, |a, &v| {
+        let d = v - mean;
+        a + d * d
+    });
+    [n, mean, canon(m2)]
+}
+
+/// Chan's aggregation of `(n, mean, M2)` triples as the ISA documents it.
+pub fn aggregate(t: &[f32]) -> [f32; 2] {
+    let (mut n, mut mean, mut m2) = (0.0f32, 0.0f32, 0.0f32);
+    for g in t.chunks(3) {
+        let (c, m, v) = (g[0], g[1], g[2]);
+        if c.is_nan() || c <= 0.0 {
+            continue;
+        }
+        if n == 0.0 {
+            (n, mean, m2) = (c, m, v);
+            continue;
+        }
+        let nn = n + c;
+        let d = m - mean;
+        mean += d * (c / nn);
+        m2 = (m2 + v) + (d * d) * ((n * c) / nn);
+        n = nn;
+    }
+    if n == 0.0 {
+        return [f32::from_bits(QNAN); 2];
+    }
+    [canon(mean), canon(m2 / n)]
+}

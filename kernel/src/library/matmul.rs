@@ -1,0 +1,333 @@
+//! Tiled matmul: `out[M, N] = a[M, K] · b[K, N]` for any M, K, N ≥ 1, inputs fp32, bf16 or
+//! fp16 (`a` and `b` of one dtype), `out` any float dtype (fp32, or the input dtype).
+//!
+//! # Tiling and buffering
+//!
+//! TensorE contracts over the partition dimension: `nc_matmul(psum[m, n], stationary[k, m],
+//! moving[k, n])` with k ≤ 128, m ≤ 128, n ≤ 512; `aᵀ` is the stationary operand, loaded by
+//! `dma_transpose` (or by plain copies when `a` is given transposed,
+//! [`MatmulOpts::a_transposed`]). Two schedules ([`Schedule`]):
+//!
+//! * **Resident** (chosen when `aᵀ` and two `b` blocks fit [`RESIDENT_BYTES`] per
+//!   partition): `aᵀ` for all of M is loaded once into one SBUF tile `[128, K tiles, M]`; `b`
+//!   is loaded once, in blocks of all K rows × 512 columns through a pool of two (the next
+//!   block loads while this one is multiplied); for each block and each 128 rows of `out`,
+//!   the K tiles are multiplied into a PSUM tile (the first overwrites, later ones
+//!   accumulate), which is evacuated to SBUF in `out`'s dtype (VectorE and ScalarE in turn)
+//!   and stored. Every input byte moves once.
+//! * **Streamed** (otherwise): for each 128 rows of `out`, `aᵀ` for all K into a tile
+//!   `[128, K tiles, 128]` (two buffers); for each 512 columns, the `b` tiles `[128, 512]`
+//!   stream through a pool of three, each multiplied as it arrives; then evacuate and store
+//!   as above. `b` is read once per 128 rows of `out`.
+//!
+//! PSUM and output tiles are double-buffered in both, so the DMA queues, TensorE and the
+//! evacuating engines work on consecutive blocks at once.
+//!
+//! # Numerics (bit-reproducible)
+//!
+//! Each output element is `Σ_t S_t` over the K tiles `t` in order, where `S_t` is the sum over
+//! the tile's k in increasing order, from +0, of the fp32 products (each product rounded,
+//! each addition rounded: the ISA's matmul rule); the tile sums are added in order in PSUM
+//! (`S_0 + S_1`, then `+ S_2`, …, one rounding each); the result is rounded once to `out`'s
+//! dtype. A reference that computes exactly that agrees bit for bit.
+//!
+//! # Limits
+//!
+//! The streamed schedule's `aᵀ` tiles need `2 · ⌈K/128⌉ · 128 · size(dtype)` bytes per
+//! partition (K up to about 90 000 in bf16); beyond that the allocation fails with
+//! `NRT_RESOURCE`.
+
+use nrt_core::{Error, err};
+use nrt_sim::engine::{DType, EngineId, Program};
+
+use super::util::{P, blocks, build_with, float, hbm, hbm_out, release};
+use crate::handle::Memory;
+use crate::kernel::Kernel;
+use crate::ops::{DmaCopy, DmaTranspose, NcMatmul, TensorCopy};
+use crate::pool::TilePool;
+use crate::view::View;
+
+/// Columns of `out` per PSUM tile (one 2 KiB bank of fp32).
+pub const N_TILE: usize = 512;
+
+/// SBUF bytes per partition the resident schedule may use for `aᵀ` and two `b` blocks.
+pub const RESIDENT_BYTES: usize = 96 * 1024;
+
+/// Options of [`matmul`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MatmulOpts {
+    /// `a` is given as `aᵀ`, `[K, M]` (NKI's `lhsT` layout): loaded by plain copies instead of
+    /// transposing DMAs.
+    pub a_transposed: bool,
+    /// Which schedule (see the module documentation).
+    pub schedule: Schedule,
+}
+
+/// The loop schedule of [`matmul`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// Resident when it fits [`RESIDENT_BYTES`], streamed otherwise.
+    #[default]
+    Auto,
+    /// `aᵀ` loaded once and kept; `b` loaded once, a block of 512 columns at a time.
+    Resident,
+    /// `aᵀ` per block of 128 rows; `b` streamed per K tile, once per block of rows.
+    Streamed,
+}
+
+/// Emits `out = a · b` (see the module documentation): `a` `[M, K]` (or `[K, M]` with
+/// [`MatmulOpts::a_transposed`]), `b` `[K, N]`, `out` `[M, N]`, all HBM views.
+pub fn matmul(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+) -> Result<(), Error> {
+    let f = "matmul";
+    hbm(k, a, f, "a")?;
+    hbm(k, b, f, "b")?;
+    hbm_out(k, out, f, "out")?;
+    for (v, role) in [(a, "a"), (b, "b"), (out, "out")] {
+        float(v, f, role)?;
+        if v.rank() != 2 {
+            return Err(err!(Invalid, "{f}: {role} {} must be 2-D", v.describe()));
+        }
+    }
+    if a.dtype() != b.dtype() {
+        return Err(err!(
+            Invalid,
+            "{f}: a {} and b {} must have the same dtype",
+            a.describe(),
+            b.describe()
+        ));
+    }
+    let (sa, sb, so) = (a.shape(), b.shape(), out.shape());
+    let (m, kd) = if opts.a_transposed {
+        (sa[1], sa[0])
+    } else {
+        (sa[0], sa[1])
+    };
+    if sb[0] != kd || so != [m, sb[1]] {
+        return Err(err!(
+            Invalid,
+            "{f}: shapes do not chain: a {} ({}), b {}, out {} (want b [{kd}, N], out [{m}, N])",
+            a.describe(),
+            if opts.a_transposed {
+                "[K, M]"
+            } else {
+                "[M, K]"
+            },
+            b.describe(),
+            out.describe()
+        ));
+    }
+    let n = sb[1];
+    let kt = kd.div_ceil(P);
+    let (ds, nt) = (a.dtype().size(), N_TILE.min(n));
+    let resident = match opts.schedule {
+        Schedule::Auto => kt * m * ds + 2 * kt * nt * ds <= RESIDENT_BYTES,
+        Schedule::Resident => true,
+        Schedule::Streamed => false,
+    };
+    let g = Geometry { m, kd, n, kt, nt };
+    if resident {
+        k.scope(|k| resident_a(k, out, a, b, opts, &g))
+    } else {
+        streamed(k, out, a, b, opts, &g)
+    }
+}
+
+/// Sizes of one matmul.
+struct Geometry {
+    m: usize,
+    kd: usize,
+    n: usize,
+    kt: usize,
+    nt: usize,
+}
+
+/// Loads `aᵀ[k0..k0 + kn, m0..m0 + mn]` into `dst` `[kn, mn]`.
+#[allow(clippy::too_many_arguments)]
+fn load_a_t(
+    k: &mut Kernel,
+    dst: &View,
+    a: &View,
+    opts: &MatmulOpts,
+    m0: usize,
+    mn: usize,
+    k0: usize,
+    kn: usize,
+) -> Result<(), Error> {
+    if opts.a_transposed {
+        let src = a.slice(0, k0..k0 + kn)?.slice(1, m0..m0 + mn)?;
+        k.emit(DmaCopy::new(dst, &src))
+    } else {
+        let src = a.slice(0, m0..m0 + mn)?.slice(1, k0..k0 + kn)?;
+        k.emit(DmaTranspose::new(dst, &src))
+    }
+}
+
+/// Evacuates `acc` to a tile of `out`'s dtype (VectorE and ScalarE in turn) and stores it at
+/// `out[m0.., n0..]`.
+fn evacuate(
+    k: &mut Kernel,
+    ot: &mut TilePool,
+    turn: &mut usize,
+    acc: &View,
+    out: &View,
+    m0: usize,
+    n0: usize,
+) -> Result<(), Error> {
+    let (mn, nn) = (acc.partitions(), acc.free_elems());
+    let o = ot.next(k)?;
+    let ov = o.slice(0, 0..mn)?.slice(1, 0..nn)?;
+    let engine = if *turn % 2 == 0 {
+        EngineId::Vector
+    } else {
+        EngineId::Scalar
+    };
+    *turn += 1;
+    k.emit(TensorCopy {
+        dst: &ov,
+        src: acc,
+        engine: Some(engine),
+    })?;
+    let dst = out.slice(0, m0..m0 + mn)?.slice(1, n0..n0 + nn)?;
+    k.emit(DmaCopy::new(&dst, &ov))
+}
+
+/// `aᵀ` resident for all of M, loaded once; `b` in blocks of all K rows × 512 columns, each
+/// loaded once (double-buffered): every input byte moves once.
+fn resident_a(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    g: &Geometry,
+) -> Result<(), Error> {
+    let dt = a.dtype();
+    let (kp, mp) = (P.min(g.kd), P.min(g.m));
+    let a_t = k.sbuf_tile("mm_aT", dt, &[kp, g.kt, g.m])?;
+    let stationary = |i: usize, kn: usize, m0: usize, mn: usize| -> Result<View, Error> {
+        a_t.slice(0, 0..kn)?.select(1, i)?.slice(1, m0..m0 + mn)
+    };
+    for (m0, mn) in blocks(g.m, P) {
+        for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
+            load_a_t(k, &stationary(i, kn, m0, mn)?, a, opts, m0, mn, k0, kn)?;
+        }
+    }
+    let mut bb = k.tile_pool("mm_b", Memory::Sbuf, dt, &[kp, g.kt, g.nt], 2)?;
+    let mut ps = match k.tile_pool("mm_psum", Memory::Psum, DType::F32, &[mp, g.nt], 2) {
+        Ok(p) => p,
+        Err(e) => return release(k, [bb], Err(e)),
+    };
+    let mut ot = match k.tile_pool("mm_out", Memory::Sbuf, out.dtype(), &[mp, g.nt], 2) {
+        Ok(p) => p,
+        Err(e) => return release(k, [bb, ps], Err(e)),
+    };
+    let r = (|| -> Result<(), Error> {
+        let mut turn = 0;
+        for (n0, nn) in blocks(g.n, N_TILE) {
+            let b_t = bb.next(k)?;
+            let moving = |i: usize, kn: usize| b_t.slice(0, 0..kn)?.select(1, i)?.slice(1, 0..nn);
+            for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
+                let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
+                k.emit(DmaCopy::new(&moving(i, kn)?, &src))?;
+            }
+            for (m0, mn) in blocks(g.m, P) {
+                let acc_t = ps.next(k)?;
+                let acc = acc_t.slice(0, 0..mn)?.slice(1, 0..nn)?;
+                for (i, (_, kn)) in blocks(g.kd, P).enumerate() {
+                    k.emit(NcMatmul {
+                        dst: &acc,
+                        stationary: &stationary(i, kn, m0, mn)?,
+                        moving: &moving(i, kn)?,
+                        accumulate: Some(i > 0),
+                    })?;
+                }
+                evacuate(k, &mut ot, &mut turn, &acc, out, m0, n0)?;
+            }
+        }
+        Ok(())
+    })();
+    release(k, [bb, ps, ot], r)
+}
+
+/// `aᵀ` per block of 128 rows of `out` (double-buffered), `b` streamed per K tile through a
+/// pool of three: for shapes whose `aᵀ` does not fit [`RESIDENT_BYTES`].
+fn streamed(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    g: &Geometry,
+) -> Result<(), Error> {
+    let dt = a.dtype();
+    let (mp, kp, nt, kt) = (P.min(g.m), P.min(g.kd), g.nt, g.kt);
+    let mut at = k.tile_pool("mm_aT", Memory::Sbuf, dt, &[kp, kt, mp], 2)?;
+    let mut bt = match k.tile_pool("mm_b", Memory::Sbuf, dt, &[kp, nt], 3) {
+        Ok(p) => p,
+        Err(e) => return release(k, [at], Err(e)),
+    };
+    let mut ps = match k.tile_pool("mm_psum", Memory::Psum, DType::F32, &[mp, nt], 2) {
+        Ok(p) => p,
+        Err(e) => return release(k, [at, bt], Err(e)),
+    };
+    let mut ot = match k.tile_pool("mm_out", Memory::Sbuf, out.dtype(), &[mp, nt], 2) {
+        Ok(p) => p,
+        Err(e) => return release(k, [at, bt, ps], Err(e)),
+    };
+    let r = (|| -> Result<(), Error> {
+        let mut turn = 0;
+        for (m0, mn) in blocks(g.m, P) {
+            let a_t = at.next(k)?;
+            let stationary = |i: usize, kn: usize| -> Result<View, Error> {
+                a_t.slice(0, 0..kn)?.select(1, i)?.slice(1, 0..mn)
+            };
+            for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
+                load_a_t(k, &stationary(i, kn)?, a, opts, m0, mn, k0, kn)?;
+            }
+            for (n0, nn) in blocks(g.n, N_TILE) {
+                let acc_t = ps.next(k)?;
+                let acc = acc_t.slice(0, 0..mn)?.slice(1, 0..nn)?;
+                for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
+                    let b_t = bt.next(k)?;
+                    let bv = b_t.slice(0, 0..kn)?.slice(1, 0..nn)?;
+                    let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
+                    k.emit(DmaCopy::new(&bv, &src))?;
+                    k.emit(NcMatmul {
+                        dst: &acc,
+                        stationary: &stationary(i, kn)?,
+                        moving: &bv,
+                        accumulate: Some(i > 0),
+                    })?;
+                }
+                evacuate(k, &mut ot, &mut turn, &acc, out, m0, n0)?;
+            }
+        }
+        Ok(())
+    })();
+    release(k, [at, bt, ps, ot], r)
+}
+
+/// A kernel `matmul` with inputs `a` `[m, kd]` (`[kd, m]` with `opts.a_transposed`) and `b`
+/// `[kd, n]` of `dtype`, and output `out` `[m, n]` of `out_dtype`.
+pub fn build(
+    m: usize,
+    kd: usize,
+    n: usize,
+    dtype: DType,
+    out_dtype: DType,
+    opts: &MatmulOpts,
+) -> Result<Program, Error> {
+    let a_shape = if opts.a_transposed { [kd, m] } else { [m, kd] };
+    build_with(
+        "matmul",
+        &[("a", dtype, &a_shape), ("b", dtype, &[kd, n])],
+        ("out", out_dtype, &[m, n]),
+        |k, o, ins| matmul(k, o, &ins[0], &ins[1], opts),
+    )
+}
