@@ -90,7 +90,9 @@
 //! clocks, the access log, the wait planner); `stream.rs` (engine streams and their assembly
 //! into a program) → `kernel.rs` ([`Kernel`]) → `tensors.rs` ([`Tensor`]), `tiles.rs`
 //! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations) → `library/`
-//! (complete kernels).
+//! (complete kernels: tiled matmul, transpose, softmax, layernorm / rmsnorm, element-wise
+//! binary operations, reductions; [`library::attention`], [`library::conv`],
+//! [`library::pool`]).
 
 #![forbid(unsafe_code)]
 

@@ -30,9 +30,18 @@ struct Case {
     d: usize,
     dt: DType,
     causal: bool,
+    /// `None`: 1/√d.
+    scale: Option<f32>,
+    /// Build with `build_attention` (output in the input dtype) instead of a test kernel
+    /// (fp32 output).
+    builder: bool,
 }
 
 fn kernel(c: &Case) -> Program {
+    if c.builder {
+        assert!(c.sq == c.sk && c.scale.is_none());
+        return build_attention(c.heads, c.sq, c.d, c.dt, c.causal).unwrap();
+    }
     let mut k = Kernel::new("attn_test");
     let q = k.input("q", c.dt, &[c.heads, c.sq, c.d]).unwrap();
     let key = k.input("k", c.dt, &[c.heads, c.sk, c.d]).unwrap();
@@ -40,7 +49,7 @@ fn kernel(c: &Case) -> Program {
     let out = k.output("out", DType::F32, &[c.heads, c.sq, c.d]).unwrap();
     let cfg = AttentionConfig {
         causal: c.causal,
-        scale: None,
+        scale: c.scale,
     };
     if c.heads == 1 {
         attention(
@@ -64,9 +73,10 @@ fn kernel(c: &Case) -> Program {
 /// the probabilities are stored): a score error `e_s` (fp32 accumulation over `d` products,
 /// `d·u·scale·Σ|q_t·k_t|`, plus the scaling's rounding) moves every probability by a factor
 /// within `exp(±2·e_s)`; the probabilities are rounded once to the input dtype (`u_p`); the
-/// fp32 row sum and the P·V accumulation over `nk` terms add `nk·u` each, exp, reciprocal
-/// and the final multiply a few `u`. Relative to `Σ p·|v| / Σ p ≤ max|v|`, with a factor 2
-/// of slack: `tol = 2·max|v|·(2·e_s + 2·(nk + 4)·u + 2·u_p)`.
+/// fp32 row sum and the P·V accumulation over `nk` terms add `nk·u` each, exp and the
+/// final division a few `u`. Relative to `Σ p·|v| / Σ p ≤ max|v|`, with a factor 2
+/// of slack: `tol = 2·max|v|·(2·e_s + 2·(nk + 4)·u + 2·u_p)`, plus the rounding to the
+/// output dtype, `u_out·|out|`.
 fn check(c: &Case, seed: u64) {
     let p = kernel(c);
     let mut rng = Rng(seed);
@@ -83,9 +93,10 @@ fn check(c: &Case, seed: u64) {
             ("v", encode_f32(c.dt, &v)),
         ],
     );
-    let got = decode_f32(DType::F32, output(&outs, "out"));
-    let (u, up) = (unit(DType::F32), unit(c.dt));
-    let scale = 1.0 / (c.d as f64).sqrt();
+    let out_dt = if c.builder { c.dt } else { DType::F32 };
+    let got = decode_f32(out_dt, output(&outs, "out"));
+    let (u, up, uo) = (unit(DType::F32), unit(c.dt), unit(out_dt));
+    let scale = c.scale.map_or(1.0 / (c.d as f64).sqrt(), f64::from);
     let mut worst = 0f64;
     for h in 0..c.heads {
         let qh = &q[h * c.sq * c.d..];
@@ -111,13 +122,14 @@ fn check(c: &Case, seed: u64) {
             let vmax = (0..nk * c.d)
                 .map(|x| f64::from(vh[x]).abs())
                 .fold(0f64, f64::max);
-            let tol = 2.0 * vmax * (2.0 * es + 2.0 * (nk as f64 + 4.0) * u + 2.0 * up) + 1e-30;
+            let tol_mix = 2.0 * vmax * (2.0 * es + 2.0 * (nk as f64 + 4.0) * u + 2.0 * up);
             for t in 0..c.d {
                 let want: f64 = (0..nk)
                     .map(|j| e[j] * f64::from(vh[j * c.d + t]))
                     .sum::<f64>()
                     / sum;
                 let g = f64::from(got[(h * c.sq + i) * c.d + t]);
+                let tol = tol_mix + uo * want.abs() + 1e-30;
                 assert!(
                     (g - want).abs() <= tol,
                     "head {h} query {i} dim {t}: got {g}, want {want} ± {tol} (H={} Sq={} Sk={} \
@@ -164,6 +176,8 @@ fn one_head_fp32() {
                 d,
                 dt: DType::F32,
                 causal,
+                scale: None,
+                builder: false,
             },
             7 + sq as u64 + sk as u64,
         );
@@ -181,6 +195,8 @@ fn causal_257_fp32_and_bf16() {
                 d: 128,
                 dt,
                 causal: true,
+                scale: None,
+                builder: false,
             },
             11,
         );
@@ -198,10 +214,43 @@ fn multi_head_bf16() {
                 d: 64,
                 dt: DType::Bf16,
                 causal,
+                scale: None,
+                builder: false,
             },
             5,
         );
     }
+}
+
+/// An explicit scale, and the `build_attention` kernel (bf16 in and out).
+#[test]
+fn scale_and_builder() {
+    check(
+        &Case {
+            heads: 1,
+            sq: 70,
+            sk: 150,
+            d: 64,
+            dt: DType::F32,
+            causal: false,
+            scale: Some(0.3),
+            builder: false,
+        },
+        13,
+    );
+    check(
+        &Case {
+            heads: 2,
+            sq: 100,
+            sk: 100,
+            d: 64,
+            dt: DType::Bf16,
+            causal: true,
+            scale: None,
+            builder: true,
+        },
+        17,
+    );
 }
 
 #[test]
@@ -230,6 +279,12 @@ fn misuse_is_an_error() {
     )
     .unwrap_err();
     assert!(e.message().contains("head dimension"), "{}", e.message());
+    let neg = AttentionConfig {
+        causal: false,
+        scale: Some(-1.0),
+    };
+    let e = attention(&mut k, &out, &q, &q, &q, &neg).unwrap_err();
+    assert!(e.message().contains("positive"), "{}", e.message());
     let qi = k.input("qi", DType::I32, &[10, 64]).unwrap();
     let e = attention(&mut k, &out, &qi, &qi, &qi, &AttentionConfig::default()).unwrap_err();
     assert!(e.message().contains("float"), "{}", e.message());

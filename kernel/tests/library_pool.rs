@@ -173,3 +173,23 @@ fn builds_resnet_stem_pool() {
     );
     assert!(p.instruction_count() > 0);
 }
+
+/// The engines' maximum is maximumNumber: a NaN is skipped unless the whole window is NaN.
+#[test]
+fn max_pool_skips_nan() {
+    let mut k = Kernel::new("pool_nan");
+    let x = k.input("x", DType::F32, &[1, 1, 3, 3]).unwrap();
+    let y = k.output("y", DType::F32, &[1, 1, 2, 2]).unwrap();
+    pool2d(&mut k, &y, &x, &Pool2dConfig::new(PoolKind::Max, 2, 1, 0)).unwrap();
+    let p = k.build().unwrap();
+    let nan = f32::NAN;
+    // [[NaN, 1, 2], [NaN, NaN, 5], [7, 8, NaN]]
+    let xs = [nan, 1.0, 2.0, nan, nan, 5.0, 7.0, 8.0, nan];
+    let (outs, _) = run(&p, &[("x", encode_f32(DType::F32, &xs))]);
+    let got = decode_f32(DType::F32, output(&outs, "y"));
+    assert_eq!(got, vec![1.0, 5.0, 8.0, 8.0]);
+    let all = [nan; 9];
+    let (outs, _) = run(&p, &[("x", encode_f32(DType::F32, &all))]);
+    let got = decode_f32(DType::F32, output(&outs, "y"));
+    assert!(got.iter().all(|v| v.is_nan()), "{got:?}");
+}

@@ -9,23 +9,34 @@
 //!
 //! No im2col buffer is materialised. Each image's channels of a group (128 at a time) are
 //! loaded once into a zero-padded SBUF tile `[C, H + pads, W + pads]`, channels on
-//! partitions. The output is computed in blocks of `R` rows × `Cw` columns (`R·Cw ≤ 512`, one
-//! PSUM bank of fp32) for up to 128 output channels: for every input-channel chunk and every
-//! kernel tap `(kh, kw)`, one `nc_matmul` takes as stationary the tap's weights `[C, O]` and
-//! as moving the strided window of the padded tile that the tap sees for the block (rows
-//! `kh·dil_h + r·stride_h`, columns `kw·dil_w + c·stride_w`: a two-dimensional access pattern
-//! of the tile, so the im2col is in the access pattern, not in memory), all of them
-//! accumulating in one fp32 PSUM tile. The bias is added while evacuating PSUM (VectorE,
-//! one value per output-channel partition), which also rounds to the output dtype.
+//! partitions (by one contiguous DMA run per channel into a staging tile, then a GpSimdE copy
+//! into place — a DMA straight into the padded interior would cost a descriptor per row),
+//! double-buffered when SBUF allows so the next image loads during the current one's work.
+//! The output is computed in blocks of `R` rows × `Cw` columns (`R·Cw ≤ 512`, one PSUM bank
+//! of fp32) for up to 128 output channels: for every input-channel chunk and every kernel tap
+//! `(kh, kw)`, one `nc_matmul` takes as stationary the tap's weights `[C, O]` and as moving
+//! the strided window of the padded tile that the tap sees for the block (rows
+//! `kh·dil_h + r·stride_h`, columns `kw·dil_w + c·stride_w`: a two-dimensional access
+//! pattern of the tile, so the im2col is in the access pattern, not in memory), all of them
+//! accumulating in one fp32 PSUM tile. The accumulators and output blocks are
+//! double-buffered; each block is evacuated (alternately by VectorE and ScalarE) with the
+//! bias added (one value per output-channel partition) and rounded to the output dtype,
+//! then stored.
 //!
 //! The weights are loaded once, before the images: each `[O, C/g·KH·KW]` row block
-//! contiguously, re-laid `[O, KH·KW, C/g]` on VectorE, and each tap's `[O, C]` transposed to
-//! `[C, O]` by `dma_transpose` (SBUF to SBUF), in the input dtype.
+//! contiguously, and each tap's `[O, C]` (a strided view of it) transposed to `[C, O]` on
+//! TensorE (a matmul by the identity, exact) and copied out of PSUM by ScalarE, in the input
+//! dtype.
 //!
 //! **Depthwise** convolutions (one input channel per group, `C/groups = 1`, any channel
 //! multiplier `O/C`) do not use TensorE — a 1-deep contraction would waste it — but VectorE:
 //! channels on partitions, each tap one fused `(window · w[c, tap]) + acc` over the whole
-//! output plane (`scalar_tensor_tensor` with the weight as a per-partition scalar), in fp32.
+//! output plane (`scalar_tensor_tensor` with the weight as a per-partition scalar), in fp32;
+//! ScalarE adds the bias and rounds to the output dtype.
+//!
+//! Grouped convolutions run one set of matmuls per group, contracting over the group's
+//! `C/groups` channels (TensorE's 128 rows are used that deep; packing several groups into
+//! one block-diagonal stationary would use them better and is not done).
 //!
 //! Arithmetic: operands in the input dtype (fp32 or bf16), every accumulation fp32 (PSUM, or
 //! the fp32 accumulator tile of the depthwise path), one rounding to the output dtype.
@@ -34,10 +45,13 @@
 //! do); an allocation failure says so.
 
 use nrt_core::{Error, err};
-use nrt_sim::engine::{AluOp, DType, Program};
+use nrt_sim::engine::{ActFn, AluOp, DType, EngineId, Program};
 
+use super::attention::identity;
+use crate::handle::Memory;
 use crate::kernel::Kernel;
-use crate::ops::NcMatmul;
+use crate::ops::{NcMatmul, TensorCopy};
+use crate::pool::TilePool;
 use crate::tiles::Tile;
 use crate::view::View;
 
@@ -128,8 +142,6 @@ fn dims4(v: &View, role: &str, layout: &str) -> Result<[usize; 4], Error> {
 struct Geometry {
     n: usize,
     c: usize,
-    h: usize,
-    w: usize,
     o: usize,
     kh: usize,
     kw: usize,
@@ -227,8 +239,6 @@ pub fn conv2d(
     let geo = Geometry {
         n,
         c,
-        h,
-        w: wd,
         o,
         kh,
         kw,
@@ -283,33 +293,86 @@ fn load_bias(
     Ok(Some(t))
 }
 
-/// Loads channels `c0 .. c0 + cn` of image `img` into a zero-padded tile `[cn, HP, WP]` of
-/// `dt` (the DMA converts when `dt` differs from `x`'s dtype).
+/// Loads channels `c0 .. c0 + cn` of image `img` into the next zero-padded tile of `pool`
+/// (`[128, HP, WP]`, narrowed to `cn` partitions; see [`load_padded_planes`]).
+#[allow(clippy::too_many_arguments)]
 fn load_padded(
     k: &mut Kernel,
+    pool: &mut TilePool,
     geo: &Geometry,
     x: &View,
     img: usize,
     c0: usize,
     cn: usize,
-    dt: DType,
-) -> Result<Tile, Error> {
-    let (hp, wp) = geo.padded();
+) -> Result<View, Error> {
     let [pt, pl, _, _] = geo.cfg.pads;
-    let xp = k.sbuf_tile("conv_input", dt, &[cn, hp, wp])?;
-    // The part of the input the padded extent covers (a stride may skip the last rows).
-    let (hn, wn) = (geo.h.min(hp - pt.min(hp)), geo.w.min(wp - pl.min(wp)));
-    if hn < hp || wn < wp {
-        k.memset(&xp, 0.0)?;
-    }
-    if hn > 0 && wn > 0 {
-        let src = x.select(0, img)?.slice(0, c0..c0 + cn)?;
-        k.dma_copy(
-            &xp.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?,
-            &src.slice(1, 0..hn)?.slice(2, 0..wn)?,
-        )?;
-    }
+    let xp = pool.next(k)?.slice(0, 0..cn)?;
+    let src = x.select(0, img)?.slice(0, c0..c0 + cn)?;
+    load_padded_planes(k, &xp, &src, (pt, pl), 0.0)?;
     Ok(xp)
+}
+
+/// A pool of padded input tiles `[128, HP, WP]` of `dt`: `2·per` buffers (so the loads of
+/// the next image overlap the current one's work) or, when SBUF cannot hold that many,
+/// `per`.
+fn input_pool(k: &mut Kernel, geo: &Geometry, dt: DType, per: usize) -> Result<TilePool, Error> {
+    let (hp, wp) = geo.padded();
+    let parts = geo.c.min(128);
+    match k.tile_pool("conv_input", Memory::Sbuf, dt, &[parts, hp, wp], 2 * per) {
+        Ok(p) => Ok(p),
+        Err(_) => k.tile_pool("conv_input", Memory::Sbuf, dt, &[parts, hp, wp], per),
+    }
+}
+
+/// Fills `dst` (an SBUF view `[P, HP, WP]`) with `fill` where the input does not land, and
+/// puts `src` (an HBM view `[P, H, W]`) at rows `pt ..`, columns `pl ..` (the part that fits:
+/// a stride may leave the last rows or columns unread). The planes travel by DMA contiguously
+/// into a staging tile of `src`'s dtype (one run per partition, rather than one descriptor
+/// per row), then GpSimdE moves them into place, converting to `dst`'s dtype.
+pub(crate) fn load_padded_planes(
+    k: &mut Kernel,
+    dst: &View,
+    src: &View,
+    (pt, pl): (usize, usize),
+    fill: f64,
+) -> Result<(), Error> {
+    let (parts, hp, wp) = match dst.shape()[..] {
+        [p, a, b] => (p, a, b),
+        _ => {
+            return Err(err!(
+                Invalid,
+                "padded load: dst {} is not 3-D",
+                dst.describe()
+            ));
+        }
+    };
+    let (h, w) = match src.shape()[..] {
+        [_, a, b] => (a, b),
+        _ => {
+            return Err(err!(
+                Invalid,
+                "padded load: src {} is not 3-D",
+                src.describe()
+            ));
+        }
+    };
+    let hn = h.min(hp.saturating_sub(pt));
+    let wn = w.min(wp.saturating_sub(pl));
+    if hn < hp || wn < wp {
+        k.memset(dst, fill)?;
+    }
+    if hn == 0 || wn == 0 {
+        return Ok(());
+    }
+    k.scope(|k| {
+        let stage = k.sbuf_tile("padded_load_stage", src.dtype(), &[parts, h, w])?;
+        k.dma_copy(&stage, src)?;
+        k.emit(TensorCopy {
+            dst: &dst.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?,
+            src: &stage.slice(1, 0..hn)?.slice(2, 0..wn)?,
+            engine: Some(EngineId::GpSimd),
+        })
+    })
 }
 
 /// Output blocks: `(rows, columns)` per PSUM tile, `rows·columns ≤ 512`.
@@ -345,6 +408,8 @@ fn matmul_conv(
     let mut wts: Vec<Vec<Vec<Tile>>> = Vec::new();
     let mut bts: Vec<Vec<Option<Tile>>> = Vec::new();
     let w2 = w.reshape(&[geo.o, geo.cig * t])?;
+    let ident = identity(k, dt, "conv_identity")?;
+    let mut tr_pool = k.tile_pool("conv_w_psum", Memory::Psum, DType::F32, &[128, 128], 2)?;
     for g in 0..groups {
         let (mut per_co, mut per_co_b) = (Vec::new(), Vec::new());
         for &(o0, on) in &co_chunks {
@@ -354,19 +419,29 @@ fn matmul_conv(
                 tiles.push(k.sbuf_tile("conv_w", dt, &[cn, t, on])?);
             }
             k.scope(|k| {
+                // [on, cig, taps] as stored; a tap's [on, cn] is a strided view of it,
+                // transposed on TensorE (a matmul by the identity, exact) and copied out of
+                // PSUM by ScalarE.
                 let raw = k.sbuf_tile("conv_w_raw", dt, &[on, geo.cig, t])?;
                 k.dma_copy(
                     &raw.reshape(&[on, geo.cig * t])?,
                     &w2.slice(0, ob..ob + on)?,
                 )?;
-                let tap_major = k.sbuf_tile("conv_w_taps", dt, &[on, t, geo.cig])?;
-                k.tensor_copy(&tap_major, &raw.permute(&[0, 2, 1])?)?;
+                let id = ident.slice(0, 0..on)?.slice(1, 0..on)?;
                 for (wt, &(c0, cn)) in tiles.iter().zip(&ci_chunks) {
                     for tap in 0..t {
-                        k.dma_transpose(
-                            &wt.select(1, tap)?,
-                            &tap_major.select(1, tap)?.slice(1, c0..c0 + cn)?,
-                        )?;
+                        let ps = tr_pool.next(k)?.slice(0, 0..cn)?.slice(1, 0..on)?;
+                        k.emit(NcMatmul {
+                            dst: &ps,
+                            stationary: &raw.select(2, tap)?.slice(1, c0..c0 + cn)?,
+                            moving: &id,
+                            accumulate: Some(false),
+                        })?;
+                        k.emit(TensorCopy {
+                            dst: &wt.select(1, tap)?,
+                            src: &ps,
+                            engine: Some(EngineId::Scalar),
+                        })?;
                     }
                 }
                 Ok(())
@@ -377,19 +452,39 @@ fn matmul_conv(
         wts.push(per_co);
         bts.push(per_co_b);
     }
+    tr_pool.free(k)?;
+    k.free(&ident)?;
     let (rb, cb) = block(geo);
+    // Double-buffered accumulators and output blocks: TensorE fills one while the other is
+    // evacuated (alternately by VectorE and ScalarE) and stored.
+    let mut ps_pool = k.tile_pool("conv_psum", Memory::Psum, DType::F32, &[128, 512], 2)?;
+    let mut out_pool = k.tile_pool("conv_out", Memory::Sbuf, y.dtype(), &[128, rb * cb], 2)?;
+    let mut blocks = 0usize;
+    let mut in_pool = input_pool(k, geo, dt, ci_chunks.len())?;
     for img in 0..geo.n {
         for g in 0..groups {
             k.scope(|k| {
                 let mut xps = Vec::new();
                 for &(c0, cn) in &ci_chunks {
-                    xps.push(load_padded(k, geo, x, img, g * geo.cig + c0, cn, dt)?);
+                    xps.push(load_padded(
+                        k,
+                        &mut in_pool,
+                        geo,
+                        x,
+                        img,
+                        g * geo.cig + c0,
+                        cn,
+                    )?);
                 }
                 for (coi, &(o0, on)) in co_chunks.iter().enumerate() {
                     let ob = g * geo.cog + o0;
                     for (r0, rn) in chunks(geo.oh, rb) {
                         for (c0, cn) in chunks(geo.ow, cb) {
-                            let ps = k.psum_tile("conv_psum", DType::F32, &[on, rn, cn])?;
+                            let ps = ps_pool
+                                .next(k)?
+                                .slice(0, 0..on)?
+                                .slice(1, 0..rn * cn)?
+                                .reshape(&[on, rn, cn])?;
                             let mut first = true;
                             for (xp, wt) in xps.iter().zip(&wts[g][coi]) {
                                 for tap in 0..t {
@@ -408,19 +503,19 @@ fn matmul_conv(
                                     first = false;
                                 }
                             }
-                            let ot = k.sbuf_tile("conv_out", y.dtype(), &[on, rn, cn])?;
-                            match &bts[g][coi] {
-                                Some(b) => k.tensor_scalar(&ot, &ps, AluOp::Add, b)?,
-                                None => k.tensor_copy(&ot, &ps)?,
-                            }
+                            let ot = out_pool
+                                .next(k)?
+                                .slice(0, 0..on)?
+                                .slice(1, 0..rn * cn)?
+                                .reshape(&[on, rn, cn])?;
+                            evacuate(k, &ot, &ps, bts[g][coi].as_deref(), blocks % 2 == 1)?;
+                            blocks += 1;
                             let dst = y
                                 .select(0, img)?
                                 .slice(0, ob..ob + on)?
                                 .slice(1, r0..r0 + rn)?
                                 .slice(2, c0..c0 + cn)?;
                             k.dma_copy(&dst, &ot)?;
-                            k.free(&ot)?;
-                            k.free(&ps)?;
                         }
                     }
                 }
@@ -428,7 +523,32 @@ fn matmul_conv(
             })?;
         }
     }
-    Ok(())
+    in_pool.free(k)?;
+    ps_pool.free(k)?;
+    out_pool.free(k)
+}
+
+/// `dst = src (+ bias)`, PSUM to SBUF, on VectorE or (`scalar`) ScalarE.
+fn evacuate(
+    k: &mut Kernel,
+    dst: &View,
+    src: &View,
+    bias: Option<&View>,
+    scalar: bool,
+) -> Result<(), Error> {
+    match (bias, scalar) {
+        (Some(b), false) => k.tensor_scalar(dst, src, AluOp::Add, b),
+        (Some(b), true) => k.activation(dst, ActFn::Identity, src, b, 1.0),
+        (None, _) => k.emit(TensorCopy {
+            dst,
+            src,
+            engine: Some(if scalar {
+                EngineId::Scalar
+            } else {
+                EngineId::Vector
+            }),
+        }),
+    }
 }
 
 /// The VectorE path for one input channel per group: channels on partitions, one fused
@@ -460,12 +580,16 @@ fn depthwise(
         };
         wts.push((wt, bt));
     }
+    let mut in_pool = input_pool(k, geo, DType::F32, 1)?;
+    let plane = [geo.c.min(128), geo.oh, geo.ow];
+    let mut acc_pool = k.tile_pool("conv_dw_acc", Memory::Sbuf, DType::F32, &plane, 2)?;
+    let mut out_pool = k.tile_pool("conv_dw_out", Memory::Sbuf, y.dtype(), &plane, 2)?;
     for img in 0..geo.n {
         for (&(c0, cc), (wt, bt)) in c_chunks.iter().zip(&wts) {
             k.scope(|k| {
-                let xp = load_padded(k, geo, x, img, c0, cc, DType::F32)?;
+                let xp = load_padded(k, &mut in_pool, geo, x, img, c0, cc)?;
                 for j in 0..m {
-                    let acc = k.sbuf_tile("conv_dw_acc", DType::F32, &[cc, geo.oh, geo.ow])?;
+                    let acc = acc_pool.next(k)?.slice(0, 0..cc)?;
                     for tap in 0..t {
                         let win = geo.window(
                             &xp,
@@ -480,22 +604,21 @@ fn depthwise(
                             k.scalar_tensor_tensor(&acc, &win, AluOp::Mul, &wv, AluOp::Add, &acc)?;
                         }
                     }
-                    let ot = k.sbuf_tile("conv_dw_out", y.dtype(), &[cc, geo.oh, geo.ow])?;
-                    match bt {
-                        Some(b) => k.tensor_scalar(&ot, &acc, AluOp::Add, &b.slice(1, j..=j)?)?,
-                        None => k.tensor_copy(&ot, &acc)?,
-                    }
+                    // The bias and the rounding on ScalarE: VectorE does the taps.
+                    let ot = out_pool.next(k)?.slice(0, 0..cc)?;
+                    let bj = bt.as_ref().map(|b| b.slice(1, j..=j)).transpose()?;
+                    evacuate(k, &ot, &acc, bj.as_ref(), true)?;
                     let first = c0 * m + j;
                     let dst =
                         y.select(0, img)?
                             .slice_step(0, first..first + (cc - 1) * m + 1, m)?;
                     k.dma_copy(&dst, &ot)?;
-                    k.free(&ot)?;
-                    k.free(&acc)?;
                 }
                 Ok(())
             })?;
         }
     }
-    Ok(())
+    in_pool.free(k)?;
+    acc_pool.free(k)?;
+    out_pool.free(k)
 }

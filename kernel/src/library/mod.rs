@@ -31,6 +31,12 @@
 //!
 //! Each module is independent; `util` holds the shared checks and tiling helpers.
 //!
+//! Each routine validates its operands first (shapes, dtypes, parameters: an `NRT_INVALID`
+//! error naming the operand, nothing emitted). An error after that — running out of SBUF or
+//! PSUM for a problem too large to stay resident, or the DMA descriptor limit — leaves the
+//! operations emitted so far in the kernel (and, for conv2d, its double-buffered tiles
+//! allocated): discard the kernel.
+//!
 //! * [`attention`] — scaled-dot-product attention, one head or several, optionally causal;
 //! * [`conv`] — 2-D convolution (NCHW, OIHW; stride, padding, dilation, groups, bias);
 //! * [`pool`] — 2-D max and average pooling.

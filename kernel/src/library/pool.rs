@@ -5,7 +5,9 @@
 //!
 //! * **Max** pooling ignores the padding (as if it were −∞); every window holds at least one
 //!   input element because each pad is smaller than the kernel (checked). The result is
-//!   exact: a maximum of the inputs.
+//!   exact: a maximum of the inputs. The engines' maximum is IEEE maximumNumber, so a NaN
+//!   input is skipped (the window's maximum of its other elements; NaN only when all are
+//!   NaN), where ONNX runtimes usually propagate it.
 //! * **Average** pooling divides the window's sum by the number of *input* elements in it
 //!   when `count_include_pad` is false — ONNX's default (`count_include_pad = 0`) and
 //!   [`PoolKind::AVERAGE`] — or by `KH·KW` when it is true.
@@ -28,6 +30,7 @@
 use nrt_core::{Error, err};
 use nrt_sim::engine::{AluOp, DType, Program};
 
+use super::conv::load_padded_planes;
 use crate::kernel::Kernel;
 use crate::tiles::Tile;
 use crate::view::View;
@@ -257,20 +260,13 @@ fn chunk(
 ) -> Result<(), Error> {
     let pn = x.shape().first().copied().unwrap_or(0);
     let (hp, wp) = geo.padded();
-    let (hn, wn) = geo.covered();
     let [pt, pl, _, _] = geo.cfg.pads;
     let (fill, op) = match geo.cfg.kind {
         PoolKind::Max => (f64::NEG_INFINITY, AluOp::Max),
         PoolKind::Average { .. } => (0.0, AluOp::Add),
     };
     let xp = k.sbuf_tile("pool_input", DType::F32, &[pn, hp, wp])?;
-    if hn < hp || wn < wp {
-        k.memset(&xp, fill)?;
-    }
-    k.dma_copy(
-        &xp.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?,
-        &x.slice(1, 0..hn)?.slice(2, 0..wn)?,
-    )?;
+    load_padded_planes(k, &xp, x, (pt, pl), fill)?;
     let acc = k.sbuf_tile("pool_acc", DType::F32, &[pn, geo.oh, geo.ow])?;
     geo.fold(k, &acc, &xp, op)?;
     let out = k.sbuf_tile("pool_out", y.dtype(), &[pn, geo.oh, geo.ow])?;
