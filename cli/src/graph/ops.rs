@@ -3,20 +3,12 @@
 
 use nrt_kernel::library::conv::Conv2dConfig;
 use nrt_kernel::library::pool::{Pool2dConfig, PoolKind};
+use nrt_kernel::library::reduce::{ReduceOp, reduced_shape};
 use nrt_kernel::{ActFn, AluOp};
 
 use super::attrs::Attrs;
 use crate::error::{Result, bail};
 use crate::tensors::shape_str;
-
-/// A reduction over the last axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Reduce {
-    Sum,
-    Mean,
-    Max,
-    Min,
-}
 
 /// One operation with its attributes.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,8 +27,12 @@ pub(crate) enum Op {
     LayerNorm { eps: f32 },
     /// `x/√(mean(x²) + eps)·gamma` over the last axis.
     RmsNorm { eps: f32 },
-    /// A reduction over the last axis.
-    Reduce { op: Reduce, keepdims: bool },
+    /// A reduction over one axis (negative: from the end).
+    Reduce {
+        op: ReduceOp,
+        axis: i64,
+        keepdims: bool,
+    },
     /// The transpose of a 2-D tensor.
     Transpose,
     /// Scaled-dot-product attention of `[S, heads·d]` operands.
@@ -121,12 +117,20 @@ fn last_axis(a: &mut Attrs<'_>) -> Result<()> {
     }
 }
 
-fn reduce(a: &mut Attrs<'_>, op: Reduce) -> Result<Op> {
-    last_axis(a)?;
+/// A reduction over `axis` (default −1, the last).
+fn reduce(a: &mut Attrs<'_>, op: ReduceOp) -> Result<Op> {
     Ok(Op::Reduce {
         op,
+        axis: a.int("axis", -1)?,
         keepdims: a.bool("keepdims", false)?,
     })
+}
+
+/// `axis` (negative: from the end) as an index below `rank`.
+pub(crate) fn axis_index(axis: i64, rank: usize) -> Option<usize> {
+    let r = i64::try_from(rank).ok()?;
+    let a = if axis < 0 { axis + r } else { axis };
+    usize::try_from(a).ok().filter(|&a| a < rank)
 }
 
 impl Op {
@@ -154,10 +158,10 @@ impl Op {
             "rmsnorm" => Op::RmsNorm {
                 eps: a.float("eps")?.unwrap_or(1e-6),
             },
-            "reduce_sum" => reduce(a, Reduce::Sum)?,
-            "reduce_mean" => reduce(a, Reduce::Mean)?,
-            "reduce_max" => reduce(a, Reduce::Max)?,
-            "reduce_min" => reduce(a, Reduce::Min)?,
+            "reduce_sum" => reduce(a, ReduceOp::Sum)?,
+            "reduce_mean" => reduce(a, ReduceOp::Mean)?,
+            "reduce_max" => reduce(a, ReduceOp::Max)?,
+            "reduce_min" => reduce(a, ReduceOp::Min)?,
             "transpose" => Op::Transpose,
             "attention" => Op::Attention {
                 heads: a.count("heads", 1, 1)?,
@@ -235,6 +239,13 @@ impl Op {
                 }
                 Ok(vec![m, nn])
             }
+            Op::Binary(_) | Op::BiasAdd if s(0).len().max(s(1).len()) > 4 => {
+                bail!(
+                    "{} and {}: element-wise operands have rank 1 to 4",
+                    shown(0),
+                    shown(1)
+                )
+            }
             Op::Binary(_) => broadcast(s(0), s(1)).ok_or_else(|| {
                 crate::error::CliError::new(format!(
                     "{} and {} do not broadcast together",
@@ -270,15 +281,14 @@ impl Op {
                 }
                 Ok(s(0).to_vec())
             }
-            Op::Reduce { keepdims, .. } => {
-                let Some((_, lead)) = s(0).split_last() else {
-                    bail!("input {} needs at least one dimension", shown(0));
-                };
-                let mut out = lead.to_vec();
-                if *keepdims || out.is_empty() {
-                    out.push(1);
+            Op::Reduce { axis, keepdims, .. } => {
+                if s(0).is_empty() || s(0).len() > 4 {
+                    bail!("input {} must have rank 1 to 4", shown(0));
                 }
-                Ok(out)
+                match axis_index(*axis, s(0).len()) {
+                    Some(a) => Ok(reduced_shape(s(0), a, *keepdims)),
+                    None => bail!("axis {axis} is not a dimension of {}", shown(0)),
+                }
             }
             Op::Transpose => match dims2(s(0)) {
                 Some((r, c)) => Ok(vec![c, r]),
