@@ -121,15 +121,25 @@ fn softmax_rows(x: &[f64], c: usize) -> Vec<f64> {
     out
 }
 
-/// Multi-head attention of `[s, heads·d]` operands, head `h` in columns `h·d ..`.
-fn attention(q: &[f64], k: &[f64], v: &[f64], s: usize, width: usize, heads: usize) -> Vec<f64> {
+/// Multi-head attention of `q [sq, heads·d]`, `k`, `v` `[sk, heads·d]` (head `h` in columns
+/// `h·d ..`), optionally causal (key ≤ query).
+#[allow(clippy::too_many_arguments)]
+fn attention(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    (sq, sk): (usize, usize),
+    width: usize,
+    heads: usize,
+    causal: bool,
+    scale: f64,
+) -> Vec<f64> {
     let d = width / heads;
-    let scale = 1.0 / (d as f64).sqrt();
-    let mut out = vec![0.0; s * width];
+    let mut out = vec![0.0; sq * width];
     for h in 0..heads {
-        for i in 0..s {
-            // causal: keys 0..=i
-            let scores: Vec<f64> = (0..=i)
+        for i in 0..sq {
+            let keys = if causal { i + 1 } else { sk };
+            let scores: Vec<f64> = (0..keys)
                 .map(|j| {
                     (0..d)
                         .map(|t| q[i * width + h * d + t] * k[j * width + h * d + t])
@@ -137,45 +147,50 @@ fn attention(q: &[f64], k: &[f64], v: &[f64], s: usize, width: usize, heads: usi
                         * scale
                 })
                 .collect();
-            let p = softmax_rows(&scores, scores.len());
+            let p = softmax_rows(&scores, keys);
             for t in 0..d {
-                out[i * width + h * d + t] = (0..=i).map(|j| p[j] * v[j * width + h * d + t]).sum();
+                out[i * width + h * d + t] =
+                    (0..keys).map(|j| p[j] * v[j * width + h * d + t]).sum();
             }
         }
     }
     out
 }
 
-/// `conv2d` NCHW/OIHW, stride 1, padding `pad`, with bias.
+/// `conv2d` NCHW/OIHW with stride `st`, zero padding `pad` on every side, `groups`, and a
+/// bias (or none).
+#[allow(clippy::too_many_arguments)]
 fn conv(
     x: &[f64],
     xs: [usize; 4],
     w: &[f64],
     ws: [usize; 4],
-    b: &[f64],
+    b: Option<&[f64]>,
+    st: usize,
     pad: usize,
+    groups: usize,
 ) -> (Vec<f64>, [usize; 4]) {
     let [n, c, h, wd] = xs;
-    let [o, _, kh, kw] = ws;
-    let (oh, ow) = (h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1);
+    let [o, cg, kh, kw] = ws;
+    let (oh, ow) = ((h + 2 * pad - kh) / st + 1, (wd + 2 * pad - kw) / st + 1);
+    let og = o / groups;
     let mut y = vec![0.0; n * o * oh * ow];
     for ni in 0..n {
         for oi in 0..o {
             for i in 0..oh {
                 for j in 0..ow {
-                    let mut acc = b[oi];
-                    for ci in 0..c {
+                    let mut acc = b.map_or(0.0, |b| b[oi]);
+                    for cl in 0..cg {
+                        let ci = (oi / og) * cg + cl;
                         for a in 0..kh {
                             for e in 0..kw {
-                                let (r, col) = (
-                                    (i + a) as isize - pad as isize,
-                                    (j + e) as isize - pad as isize,
-                                );
+                                let r = (i * st + a) as isize - pad as isize;
+                                let col = (j * st + e) as isize - pad as isize;
                                 if r < 0 || col < 0 || r >= h as isize || col >= wd as isize {
                                     continue;
                                 }
                                 let xv = x[((ni * c + ci) * h + r as usize) * wd + col as usize];
-                                acc += xv * w[((oi * c + ci) * kh + a) * kw + e];
+                                acc += xv * w[((oi * cg + cl) * kh + a) * kw + e];
                             }
                         }
                     }
@@ -221,7 +236,7 @@ fn transformer_block_example_matches_the_reference() {
     let q = matmul(&h1, &t("wq"), s, dm, dm);
     let k = matmul(&h1, &t("wk"), s, dm, dm);
     let v = matmul(&h1, &t("wv"), s, dm, dm);
-    let att = attention(&q, &k, &v, s, dm, heads);
+    let att = attention(&q, &k, &v, (s, s), dm, heads, true, 1.0 / 32f64.sqrt());
     let proj = matmul(&att, &t("wo"), s, dm, dm);
     let r1: Vec<f64> = x.iter().zip(&proj).map(|(a, b)| a + b).collect();
     let h2 = layernorm(&r1, &t("ln2_g"), &t("ln2_b"), 1e-5);
@@ -246,11 +261,22 @@ fn cnn_example_matches_the_reference() {
         [2, 3, 16, 16],
         &t("c1_w"),
         [8, 3, 3, 3],
-        &t("c1_b"),
+        Some(&t("c1_b")),
+        1,
+        1,
         1,
     );
     let (p1, s2) = maxpool2(&relu(&c1), s1);
-    let (c2, s3) = conv(&p1, s2, &t("c2_w"), [16, 8, 3, 3], &t("c2_b"), 1);
+    let (c2, s3) = conv(
+        &p1,
+        s2,
+        &t("c2_w"),
+        [16, 8, 3, 3],
+        Some(&t("c2_b")),
+        1,
+        1,
+        1,
+    );
     let r2 = relu(&c2);
     let plane = s3[2] * s3[3];
     let features: Vec<f64> = r2
@@ -266,4 +292,287 @@ fn cnn_example_matches_the_reference() {
         "cnn features",
     );
     check(&output(dir.path(), "y", &[2, 10]), &y, "cnn y");
+}
+
+// ---- the other ops ---------------------------------------------------------------------------
+
+/// A graph using every other op, with one model output per op.
+const OPS: &str = r#"
+name = "ops"
+dtype = "fp32"
+outputs = ["o_sub", "o_max", "o_min", "o_div", "o_sigmoid", "o_silu", "o_tanh", "o_gelu_tanh",
+           "o_softplus", "o_softmax", "o_rms", "o_rsum", "o_rmax", "o_rmean", "o_t", "o_mm_tb",
+           "o_mm_ta", "o_reshape", "o_avg", "o_dw", "o_att"]
+
+[tensors.a]
+kind = "input"
+shape = [6, 40]
+seed = 1
+scale = 2.0
+[tensors.b]
+kind = "weight"
+shape = [40]
+seed = 2
+[tensors.c]
+kind = "input"
+shape = [6, 1]
+seed = 3
+[tensors.w]
+kind = "weight"
+shape = [24, 40]
+seed = 4
+[tensors.m]
+kind = "input"
+shape = [40, 6]
+seed = 5
+[tensors.b2]
+kind = "weight"
+shape = [40, 8]
+seed = 6
+[tensors.g]
+kind = "weight"
+shape = [40]
+seed = 7
+[tensors.x4]
+kind = "input"
+shape = [2, 3, 4, 5]
+seed = 8
+[tensors.x4b]
+kind = "input"
+shape = [3, 1, 5]
+seed = 9
+[tensors.dw]
+kind = "weight"
+shape = [3, 1, 3, 3]
+seed = 10
+[tensors.q]
+kind = "input"
+shape = [10, 16]
+seed = 11
+[tensors.k]
+kind = "input"
+shape = [12, 16]
+seed = 12
+[tensors.v]
+kind = "input"
+shape = [12, 16]
+seed = 13
+
+[[layers]]
+op = "sub"
+inputs = ["a", "b"]
+output = "o_sub"
+[[layers]]
+op = "max"
+inputs = ["a", "c"]
+output = "o_max"
+[[layers]]
+op = "min"
+inputs = ["x4", "x4b"]
+output = "o_min"
+[[layers]]
+op = "exp"
+inputs = ["c"]
+output = "ce"
+[[layers]]
+op = "div"
+inputs = ["a", "ce"]
+output = "o_div"
+[[layers]]
+op = "sigmoid"
+inputs = ["a"]
+output = "o_sigmoid"
+[[layers]]
+op = "silu"
+inputs = ["a"]
+output = "o_silu"
+[[layers]]
+op = "tanh"
+inputs = ["a"]
+output = "o_tanh"
+[[layers]]
+op = "gelu_tanh"
+inputs = ["a"]
+output = "o_gelu_tanh"
+[[layers]]
+op = "softplus"
+inputs = ["a"]
+output = "o_softplus"
+[[layers]]
+op = "softmax"
+inputs = ["a"]
+output = "o_softmax"
+[[layers]]
+op = "rmsnorm"
+inputs = ["a", "g"]
+output = "o_rms"
+eps = 1e-6
+[[layers]]
+op = "reduce_sum"
+inputs = ["a"]
+output = "o_rsum"
+axis = 0
+[[layers]]
+op = "reduce_max"
+inputs = ["a"]
+output = "o_rmax"
+keepdims = true
+[[layers]]
+op = "reduce_mean"
+inputs = ["x4"]
+output = "o_rmean"
+axis = 1
+[[layers]]
+op = "transpose"
+inputs = ["a"]
+output = "o_t"
+[[layers]]
+op = "matmul"
+inputs = ["a", "w"]
+output = "o_mm_tb"
+transpose_b = true
+[[layers]]
+op = "matmul"
+inputs = ["m", "b2"]
+output = "o_mm_ta"
+transpose_a = true
+[[layers]]
+op = "reshape"
+inputs = ["a"]
+output = "o_reshape"
+shape = [-1, 10]
+[[layers]]
+op = "avgpool"
+inputs = ["x4"]
+output = "o_avg"
+kernel_size = 3
+stride = 2
+padding = 1
+[[layers]]
+op = "conv2d"
+inputs = ["x4", "dw"]
+output = "o_dw"
+stride = 2
+padding = 1
+groups = 3
+[[layers]]
+op = "attention"
+inputs = ["q", "k", "v"]
+output = "o_att"
+heads = 2
+scale = 0.5
+"#;
+
+fn map(x: &[f64], f: impl Fn(f64) -> f64) -> Vec<f64> {
+    x.iter().map(|&v| f(v)).collect()
+}
+
+#[test]
+fn every_other_op_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ops.toml");
+    std::fs::write(&path, OPS).unwrap();
+    let spec: toml::Table = OPS.parse().unwrap();
+    let t = |n: &str| spec_tensor(&spec, n).1;
+    let (a, b, c) = (t("a"), t("b"), t("c"));
+    let (x4, x4b) = (t("x4"), t("x4b"));
+    let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+    let mut want: Vec<(&str, Vec<usize>, Vec<f64>)> = Vec::new();
+    let rows = |f: &dyn Fn(usize, usize) -> f64, r: usize, cc: usize| -> Vec<f64> {
+        (0..r * cc).map(|i| f(i / cc, i % cc)).collect()
+    };
+    want.push((
+        "o_sub",
+        vec![6, 40],
+        rows(&|i, j| a[i * 40 + j] - b[j], 6, 40),
+    ));
+    want.push((
+        "o_max",
+        vec![6, 40],
+        rows(&|i, j| a[i * 40 + j].max(c[i]), 6, 40),
+    ));
+    // x4b [3, 1, 5] against x4 [2, 3, 4, 5]: channel (i / 20) % 3, column i % 5.
+    let min: Vec<f64> = (0..120)
+        .map(|i| x4[i].min(x4b[(i / 20 % 3) * 5 + i % 5]))
+        .collect();
+    want.push(("o_min", vec![2, 3, 4, 5], min));
+    want.push((
+        "o_div",
+        vec![6, 40],
+        rows(&|i, j| a[i * 40 + j] / c[i].exp(), 6, 40),
+    ));
+    want.push(("o_sigmoid", vec![6, 40], map(&a, sig)));
+    want.push(("o_silu", vec![6, 40], map(&a, |v| v * sig(v))));
+    want.push(("o_tanh", vec![6, 40], map(&a, f64::tanh)));
+    let k0 = (2.0 / std::f64::consts::PI).sqrt();
+    let gt = |v: f64| 0.5 * v * (1.0 + (k0 * (v + 0.044715 * v * v * v)).tanh());
+    want.push(("o_gelu_tanh", vec![6, 40], map(&a, gt)));
+    want.push(("o_softplus", vec![6, 40], map(&a, |v| v.exp().ln_1p())));
+    want.push(("o_softmax", vec![6, 40], softmax_rows(&a, 40)));
+    let g = t("g");
+    let mut rms = Vec::new();
+    for row in a.chunks(40) {
+        let r = 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / 40.0 + 1e-6).sqrt();
+        rms.extend(row.iter().zip(&g).map(|(v, gg)| v * r * gg));
+    }
+    want.push(("o_rms", vec![6, 40], rms));
+    let rsum = (0..40)
+        .map(|j| (0..6).map(|i| a[i * 40 + j]).sum())
+        .collect();
+    want.push(("o_rsum", vec![40], rsum));
+    let rmax = a
+        .chunks(40)
+        .map(|r| r.iter().cloned().fold(f64::NEG_INFINITY, f64::max))
+        .collect();
+    want.push(("o_rmax", vec![6, 1], rmax));
+    let rmean = (0..40)
+        .map(|i| {
+            let (n, hw) = (i / 20, i % 20);
+            (0..3).map(|ch| x4[(n * 3 + ch) * 20 + hw]).sum::<f64>() / 3.0
+        })
+        .collect();
+    want.push(("o_rmean", vec![2, 4, 5], rmean));
+    want.push(("o_t", vec![40, 6], rows(&|i, j| a[j * 40 + i], 40, 6)));
+    let w = t("w");
+    let tb = rows(
+        &|i, j| (0..40).map(|q| a[i * 40 + q] * w[j * 40 + q]).sum(),
+        6,
+        24,
+    );
+    want.push(("o_mm_tb", vec![6, 24], tb));
+    let (m, b2) = (t("m"), t("b2"));
+    let ta = rows(
+        &|i, j| (0..40).map(|q| m[q * 6 + i] * b2[q * 8 + j]).sum(),
+        6,
+        8,
+    );
+    want.push(("o_mm_ta", vec![6, 8], ta));
+    want.push(("o_reshape", vec![24, 10], a.clone()));
+    // 3×3 average, stride 2, padding 1, divided by the valid elements (count_include_pad 0).
+    let mut avg = Vec::new();
+    for p in 0..6 {
+        for i in 0..2 {
+            for j in 0..3 {
+                let mut vals = Vec::new();
+                for r in (2 * i) as isize - 1..=(2 * i) as isize + 1 {
+                    for col in (2 * j) as isize - 1..=(2 * j) as isize + 1 {
+                        if (0..4).contains(&r) && (0..5).contains(&col) {
+                            vals.push(x4[p * 20 + r as usize * 5 + col as usize]);
+                        }
+                    }
+                }
+                avg.push(vals.iter().sum::<f64>() / vals.len() as f64);
+            }
+        }
+    }
+    want.push(("o_avg", vec![2, 3, 2, 3], avg));
+    let (dwv, _) = conv(&x4, [2, 3, 4, 5], &t("dw"), [3, 1, 3, 3], None, 2, 1, 3);
+    want.push(("o_dw", vec![2, 3, 2, 3], dwv));
+    let att = attention(&t("q"), &t("k"), &t("v"), (10, 12), 16, 2, false, 0.5);
+    want.push(("o_att", vec![10, 16], att));
+
+    let out = run(&path);
+    for (name, shape, w) in &want {
+        check(&output(out.path(), name, shape), w, name);
+    }
 }
