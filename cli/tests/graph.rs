@@ -576,3 +576,170 @@ fn every_other_op_matches_the_reference() {
         check(&output(out.path(), name, shape), w, name);
     }
 }
+
+// ---- malformed graphs ------------------------------------------------------------------------
+
+/// A well-formed two-layer graph the error cases below edit.
+const SMALL: &str = r#"name = "bad"
+[tensors.x]
+kind = "input"
+shape = [4, 3]
+[tensors.w]
+kind = "weight"
+shape = [3, 5]
+seed = 1
+[[layers]]
+op = "matmul"
+inputs = ["x", "w"]
+output = "h"
+[[layers]]
+op = "relu"
+inputs = ["h"]
+output = "out"
+"#;
+
+/// `nrt build` of `text`: fails with exit code 1 and exactly one stderr line.
+fn build_error(text: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("bad.toml");
+    std::fs::write(&spec, text).unwrap();
+    let out = dir.path().join("x.neff");
+    let o = nrt()
+        .args(["build", &spec.display().to_string(), "-o"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert!(!out.exists());
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    (spec.display().to_string(), err.trim_end().to_owned())
+}
+
+#[test]
+fn the_small_graph_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("ok.toml");
+    std::fs::write(&spec, SMALL).unwrap();
+    let s = common::stdout_of(
+        nrt()
+            .args(["build", &spec.display().to_string(), "-o"])
+            .arg(dir.path().join("ok.neff")),
+    );
+    assert!(
+        s.contains("graph of 2 layers [matmul, relu] in one kernel (fp32)"),
+        "{s}"
+    );
+    assert!(s.contains("out   output     fp32   [4, 5]"), "{s}");
+}
+
+#[test]
+fn malformed_graphs_are_refused_with_exact_messages() {
+    // (edit of SMALL, position of the message ("" or ":line:col"), message)
+    let cases: [(&str, &str, &str, &str); 13] = [
+        (
+            "inputs = [\"h\"]",
+            "inputs = [\"hh\"]",
+            "",
+            "layer 2 (relu): unknown tensor 'hh' (neither declared nor the output of a layer)",
+        ),
+        (
+            "inputs = [\"x\", \"w\"]",
+            "inputs = [\"out\", \"w\"]",
+            "",
+            "layer 1 (matmul): input 'out' is used before it is defined (by layer 2; layers \
+             run in order, so the graph must not have cycles)",
+        ),
+        (
+            "shape = [3, 5]",
+            "shape = [4, 5]",
+            "",
+            "layer 1 (matmul): the contraction dimensions differ: 'x' [4, 3] gives K = 3, 'w' \
+             [4, 5] gives K = 4",
+        ),
+        (
+            "output = \"out\"",
+            "output = \"out\"\nalpha = 0.1",
+            ":13:1",
+            "layer 2 (relu): unknown attribute 'alpha' (it takes none)",
+        ),
+        (
+            "output = \"h\"",
+            "output = \"h\"\ntranspose_a = 1",
+            ":9:1",
+            "layer 1 (matmul): attribute 'transpose_a' must be true or false",
+        ),
+        (
+            "output = \"h\"",
+            "output = \"h\"\ntranspose = true",
+            ":9:1",
+            "layer 1 (matmul): unknown attribute 'transpose' (it takes: transpose_a, \
+             transpose_b)",
+        ),
+        (
+            "output = \"out\"",
+            "output = \"h\"",
+            "",
+            "layer 2 (relu): output 'h' is already the output of layer 1",
+        ),
+        (
+            "output = \"out\"",
+            "output = \"x\"",
+            "",
+            "layer 2 (relu): output 'x' has the name of a declared tensor",
+        ),
+        (
+            "output = \"out\"\n",
+            "output = \"out\"\n[[layers]]\nop = \"tanh\"\ninputs = [\"h\"]\noutput = \"u\"\n",
+            "",
+            "layer 3 (tanh): output 'u' is never used (not an input of a later layer, nor one \
+             of the model's outputs)",
+        ),
+        (
+            "name = \"bad\"",
+            "name = \"bad\"\noutput = \"y\"",
+            "",
+            "the model output 'y' is not the output of any layer",
+        ),
+        (
+            "inputs = [\"h\"]",
+            "inputs = [\"h\", \"x\"]",
+            ":13:1",
+            "layer 2 (relu): takes 1 input, got 2",
+        ),
+        (
+            "op = \"relu\"",
+            "op = \"add\"",
+            ":13:1",
+            "layer 2 (add): takes 2 inputs, got 1",
+        ),
+        (
+            "inputs = [\"h\"]\n",
+            "",
+            ":13:1",
+            "layer 2 (relu): missing 'inputs' (a graph layer names its inputs and its output)",
+        ),
+    ];
+    for (from, to, at, msg) in cases {
+        assert!(SMALL.contains(from), "{from}");
+        let (spec, line) = build_error(&SMALL.replacen(from, to, 1));
+        assert_eq!(line, format!("error: {spec}{at}: {msg}"));
+    }
+    // Broadcasting and unknown ops.
+    let text = SMALL
+        .replace("op = \"relu\"", "op = \"add\"")
+        .replace("inputs = [\"h\"]", "inputs = [\"h\", \"x\"]");
+    let (spec, line) = build_error(&text);
+    assert_eq!(
+        line,
+        format!(
+            "error: {spec}: layer 2 (add): 'h' [4, 5] and 'x' [4, 3] do not broadcast together"
+        )
+    );
+    let (spec, line) = build_error(&SMALL.replace("op = \"relu\"", "op = \"relu6\""));
+    let want = format!(
+        "error: {spec}:13:1: layer 2 (relu6): unknown op 'relu6' (expected one of: matmul, add, sub, mul, div, max, min, bias_add, identity, relu, gelu, gelu_tanh, silu, sigmoid, tanh, exp, log, sqrt, rsqrt, reciprocal, square, abs, softplus, softmax, layernorm, rmsnorm, reduce_sum, reduce_mean, reduce_max, reduce_min, transpose, attention, conv2d, maxpool, avgpool, global_avgpool, reshape, flatten)"
+    );
+    assert_eq!(line, want);
+}

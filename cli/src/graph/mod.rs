@@ -88,7 +88,8 @@ pub(crate) fn parse_layer(i: usize, t: &toml::Table) -> Result<Node> {
         } else {
             format!("{lo} to {hi}")
         };
-        bail!("{label}: takes {want} inputs, got {}", inputs.len());
+        let plural = if hi == 1 { "input" } else { "inputs" };
+        bail!("{label}: takes {want} {plural}, got {}", inputs.len());
     }
     Ok(Node {
         label,
