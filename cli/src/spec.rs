@@ -1,5 +1,10 @@
-//! Model specs: a small TOML description of a model, compiled into a simulator NEFF through
-//! the `nrt_sim::engine::kernels` builders (`nrt build`, and `nrt run SPEC.toml`).
+//! Model specs: a small TOML description of a model, compiled into a simulator NEFF (`nrt
+//! build`, and `nrt run SPEC.toml`). Two kinds of layer list:
+//!
+//! * **Fixed patterns** (layers with operands `a`, `b`, `x`, `bias`), built by the
+//!   `nrt_sim::engine::kernels` builders;
+//! * **Graphs** (layers with `inputs` and `output`; see [`crate::graph`]): any sequence of
+//!   `nrt_kernel::library` ops over named tensors, lowered into one kernel.
 //!
 //! ```toml
 //! name = "mlp"
@@ -17,11 +22,17 @@
 //! b = "x_t"                      # an omitted operand is the previous layer's output
 //! ```
 //!
-//! Layers: `matmul` (`a`, `b`), `add` / `mul` (`a`, `b`), `bias_activation` (`x`, `bias`,
-//! `activation` = identity | relu | exp | tanh | gelu). The builders are fixed kernels, so the
-//! layer list must be one of: a single `matmul`, `add`, `mul` or `bias_activation`, or the
-//! two-layer MLP `matmul → bias_activation → matmul → bias_activation(identity)` (feature-major:
-//! `x [d_in, batch]`, `w1 [d_in, hidden]`, `b1 [hidden]`, `w2 [hidden, d_out]`, `b2 [d_out]`).
+//! Fixed-pattern layers: `matmul` (`a`, `b`), `add` / `mul` (`a`, `b`), `bias_activation` (`x`,
+//! `bias`, `activation` = identity | relu | exp | tanh | gelu). The builders are fixed kernels,
+//! so the layer list must be one of: a single `matmul`, `add`, `mul` or `bias_activation`, or
+//! the two-layer MLP `matmul → bias_activation → matmul → bias_activation(identity)`
+//! (feature-major: `x [d_in, batch]`, `w1 [d_in, hidden]`, `b1 [hidden]`, `w2 [hidden,
+//! d_out]`, `b2 [d_out]`).
+//!
+//! Graph layers name their inputs and their output (`op = "matmul"`, `inputs = ["x", "w1"]`,
+//! `output = "h"`, plus the op's attributes); intermediates are inferred, the model's outputs
+//! are `outputs = [...]` (default `[output]`), and a tensor may feed several layers. The ops
+//! and their attributes are listed in `examples/README.md`.
 //!
 //! Seeded data: element `i` of a tensor with seed `s` is `(2·u − 1)·scale` rounded to the
 //! tensor's type (nearest even), where `u = (splitmix64(s, i) >> 40) / 2²⁴` and
