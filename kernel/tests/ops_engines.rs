@@ -265,6 +265,14 @@ fn disallowed_engines_fail_exactly() {
         .unwrap();
     got.push(msg(k.emit(tt(Vector, AluOp::Power, &b))));
     got.push(msg(k.emit(tt(Scalar, AluOp::Add, &b))));
+    let ia = k.sbuf_tile("ia", DType::I32, &[64, 32]).unwrap();
+    got.push(msg(k.emit(TensorTensor {
+        dst: &ia,
+        data1: &ia,
+        data2: &ia,
+        op: AluOp::BitwiseAnd,
+        engine: Some(GpSimd),
+    })));
     got.push(msg(k.emit(tt(GpSimd, AluOp::Add, &ps))));
     got.push(msg(k.emit(TensorScalar {
         dst: &b,
@@ -318,7 +326,7 @@ fn disallowed_engines_fail_exactly() {
 }
 
 /// The refusals, in the order the test makes them.
-const EXPECTED: [&str; 21] = [
+const EXPECTED: [&str; 22] = [
     "tensor_tensor: cannot run on SyncE (this ISA runs it on VectorE, ScalarE or GpSimdE)",
     "tensor_copy: cannot run on SyncE (this ISA runs it on VectorE, ScalarE or GpSimdE)",
     "tensor_scalar: cannot run on SyncE (this ISA runs it on VectorE or ScalarE)",
@@ -333,6 +341,7 @@ const EXPECTED: [&str; 21] = [
     "nc_transpose: cannot run on GpSimdE (this ISA runs it on TensorE or VectorE)",
     "tensor_tensor: TensorTensor power cannot run on VectorE (NKI runs it on GpSimdE)",
     "tensor_tensor: TensorTensor cannot run on ScalarE in a format 1.1 program (NKI runs it on VectorE or GpSimdE; the format-1.0 assignment is accepted only in programs that use nothing of format 1.1); this kernel already uses format 1.1 (from tensor_scalar (TensorScalarChain on VectorE))",
+    "tensor_tensor: TensorTensor bitwise_and cannot run on GpSimdE (NKI runs it on VectorE)",
     "tensor_tensor: TensorTensor on GpSimdE: GpSimdE cannot access PSUM",
     "tensor_scalar: TensorScalar on ScalarE: subtract is not one of ScalarE's tensor-scalar operations in a format 1.1 program (NKI: multiply, add, or multiply then add; use VectorE; the format-1.0 assignment is accepted only in programs that use nothing of format 1.1); this kernel already uses format 1.1 (from tensor_scalar (TensorScalarChain on VectorE))",
     "tensor_copy: TensorCopy on GpSimdE: GpSimdE cannot access PSUM",

@@ -8,13 +8,15 @@
 //! `dma_transpose` (or by plain copies when `a` is given transposed,
 //! [`MatmulOpts::a_transposed`]). Two schedules ([`Schedule`]):
 //!
-//! * **Resident** (chosen when `aᵀ` and two `b` blocks fit [`RESIDENT_BYTES`] per
-//!   partition): `aᵀ` for all of M is loaded once into one SBUF tile `[128, K tiles, M]`; `b`
-//!   is loaded once, in blocks of all K rows × 512 columns through a pool of two (the next
-//!   block loads while this one is multiplied); for each block and each 128 rows of `out`,
-//!   the K tiles are multiplied into a PSUM tile (the first overwrites, later ones
-//!   accumulate), which is evacuated to SBUF in `out`'s dtype (VectorE and ScalarE in turn)
-//!   and stored. Every input byte moves once.
+//! * **Resident** (chosen when `aᵀ`, two `b` blocks and two output blocks fit
+//!   [`RESIDENT_BYTES`] per partition): `aᵀ` for all of M is loaded once into one SBUF tile
+//!   `[128, K tiles, M]` (one transposing DMA per K tile); `b` is loaded once, in blocks of
+//!   all K rows × up to 2048 columns through a pool of two (the next block loads while this
+//!   one is multiplied); for each block and each 128 rows of `out`, each 512 columns are
+//!   multiplied into a PSUM tile (the first K tile overwrites, later ones accumulate) and
+//!   evacuated (VectorE and ScalarE in turn) into one output tile as wide as the block,
+//!   stored by one DMA. Every input byte moves once, in few large transfers (the DMA
+//!   engines' fixed costs per transfer and per descriptor dominate small ones).
 //! * **Streamed** (otherwise): for each 128 rows of `out`, `aᵀ` for all K into a tile
 //!   `[128, K tiles, 128]` (two buffers); for each 512 columns, the `b` tiles `[128, 512]`
 //!   stream through a pool of three, each multiplied as it arrives; then evacuate and store
@@ -50,7 +52,8 @@ use crate::view::View;
 /// Columns of `out` per PSUM tile (one 2 KiB bank of fp32).
 pub const N_TILE: usize = 512;
 
-/// SBUF bytes per partition the resident schedule may use for `aᵀ` and two `b` blocks.
+/// SBUF bytes per partition the resident schedule may use for `aᵀ`, two `b` blocks and two
+/// output blocks.
 pub const RESIDENT_BYTES: usize = 96 * 1024;
 
 /// Options of [`matmul`].
@@ -69,7 +72,8 @@ pub enum Schedule {
     /// Resident when it fits [`RESIDENT_BYTES`], streamed otherwise.
     #[default]
     Auto,
-    /// `aᵀ` loaded once and kept; `b` loaded once, a block of 512 columns at a time.
+    /// `aᵀ` loaded once and kept; `b` loaded once, a block of up to 2048 columns at a time
+    /// (forced on a shape that does not fit, the allocation fails with `NRT_RESOURCE`).
     Resident,
     /// `aᵀ` per block of 128 rows; `b` streamed per K tile, once per block of rows.
     Streamed,
@@ -125,12 +129,26 @@ pub fn matmul(
     let n = sb[1];
     let kt = kd.div_ceil(P);
     let (ds, nt) = (a.dtype().size(), N_TILE.min(n));
+    // The widest block of b (columns) the resident schedule can double-buffer.
+    let ods = out.dtype().size();
+    let fits = |w: usize| kt * m * ds + 2 * kt * w * ds + 2 * w * ods <= RESIDENT_BYTES;
+    let bw = [4 * N_TILE, 2 * N_TILE, N_TILE]
+        .into_iter()
+        .map(|w| w.min(n))
+        .find(|&w| fits(w));
     let resident = match opts.schedule {
-        Schedule::Auto => kt * m * ds + 2 * kt * nt * ds <= RESIDENT_BYTES,
+        Schedule::Auto => bw.is_some(),
         Schedule::Resident => true,
         Schedule::Streamed => false,
     };
-    let g = Geometry { m, kd, n, kt, nt };
+    let g = Geometry {
+        m,
+        kd,
+        n,
+        kt,
+        nt,
+        bw: bw.unwrap_or(nt),
+    };
     if resident {
         k.scope(|k| resident_a(k, out, a, b, opts, &g))
     } else {
@@ -145,6 +163,8 @@ struct Geometry {
     n: usize,
     kt: usize,
     nt: usize,
+    /// Columns of `b` per resident block (a multiple of [`N_TILE`], or N).
+    bw: usize,
 }
 
 /// Loads `aᵀ[k0..k0 + kn, m0..m0 + mn]` into `dst` `[kn, mn]`.
@@ -168,8 +188,23 @@ fn load_a_t(
     }
 }
 
-/// Evacuates `acc` to a tile of `out`'s dtype (VectorE and ScalarE in turn) and stores it at
-/// `out[m0.., n0..]`.
+/// Copies the PSUM tile `acc` to `dst` (an SBUF view in `out`'s dtype), VectorE and ScalarE
+/// in turn.
+fn copy_out(k: &mut Kernel, turn: &mut usize, dst: &View, acc: &View) -> Result<(), Error> {
+    let engine = if *turn % 2 == 0 {
+        EngineId::Vector
+    } else {
+        EngineId::Scalar
+    };
+    *turn += 1;
+    k.emit(TensorCopy {
+        dst,
+        src: acc,
+        engine: Some(engine),
+    })
+}
+
+/// Evacuates `acc` to a tile of `out`'s dtype and stores it at `out[m0.., n0..]`.
 fn evacuate(
     k: &mut Kernel,
     ot: &mut TilePool,
@@ -182,17 +217,7 @@ fn evacuate(
     let (mn, nn) = (acc.partitions(), acc.free_elems());
     let o = ot.next(k)?;
     let ov = o.slice(0, 0..mn)?.slice(1, 0..nn)?;
-    let engine = if *turn % 2 == 0 {
-        EngineId::Vector
-    } else {
-        EngineId::Scalar
-    };
-    *turn += 1;
-    k.emit(TensorCopy {
-        dst: &ov,
-        src: acc,
-        engine: Some(engine),
-    })?;
+    copy_out(k, turn, &ov, acc)?;
     let dst = out.slice(0, m0..m0 + mn)?.slice(1, n0..n0 + nn)?;
     k.emit(DmaCopy::new(&dst, &ov))
 }
@@ -213,41 +238,51 @@ fn resident_a(
     let stationary = |i: usize, kn: usize, m0: usize, mn: usize| -> Result<View, Error> {
         a_t.slice(0, 0..kn)?.select(1, i)?.slice(1, m0..m0 + mn)
     };
-    for (m0, mn) in blocks(g.m, P) {
-        for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
-            load_a_t(k, &stationary(i, kn, m0, mn)?, a, opts, m0, mn, k0, kn)?;
-        }
+    // One load per K tile, all of M at once (fewer, larger transfers).
+    for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
+        load_a_t(k, &stationary(i, kn, 0, g.m)?, a, opts, 0, g.m, k0, kn)?;
     }
-    let mut bb = k.tile_pool("mm_b", Memory::Sbuf, dt, &[kp, g.kt, g.nt], 2)?;
+    let mut bb = k.tile_pool("mm_b", Memory::Sbuf, dt, &[kp, g.kt, g.bw], 2)?;
     let mut ps = match k.tile_pool("mm_psum", Memory::Psum, DType::F32, &[mp, g.nt], 2) {
         Ok(p) => p,
         Err(e) => return release(k, [bb], Err(e)),
     };
-    let mut ot = match k.tile_pool("mm_out", Memory::Sbuf, out.dtype(), &[mp, g.nt], 2) {
+    let mut ot = match k.tile_pool("mm_out", Memory::Sbuf, out.dtype(), &[mp, g.bw], 2) {
         Ok(p) => p,
         Err(e) => return release(k, [bb, ps], Err(e)),
     };
     let r = (|| -> Result<(), Error> {
         let mut turn = 0;
-        for (n0, nn) in blocks(g.n, N_TILE) {
+        for (w0, wn) in blocks(g.n, g.bw) {
             let b_t = bb.next(k)?;
-            let moving = |i: usize, kn: usize| b_t.slice(0, 0..kn)?.select(1, i)?.slice(1, 0..nn);
+            let moving = |i: usize, kn: usize, c0: usize, cn: usize| {
+                b_t.slice(0, 0..kn)?.select(1, i)?.slice(1, c0..c0 + cn)
+            };
             for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
-                let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
-                k.emit(DmaCopy::new(&moving(i, kn)?, &src))?;
+                let src = b.slice(0, k0..k0 + kn)?.slice(1, w0..w0 + wn)?;
+                k.emit(DmaCopy::new(&moving(i, kn, 0, wn)?, &src))?;
             }
             for (m0, mn) in blocks(g.m, P) {
-                let acc_t = ps.next(k)?;
-                let acc = acc_t.slice(0, 0..mn)?.slice(1, 0..nn)?;
-                for (i, (_, kn)) in blocks(g.kd, P).enumerate() {
-                    k.emit(NcMatmul {
-                        dst: &acc,
-                        stationary: &stationary(i, kn, m0, mn)?,
-                        moving: &moving(i, kn)?,
-                        accumulate: Some(i > 0),
-                    })?;
+                // Evacuate each PSUM tile into one output tile as wide as the block: one
+                // store per block of rows, with long contiguous rows.
+                let o = ot.next(k)?;
+                for (c0, nn) in blocks(wn, N_TILE) {
+                    let acc_t = ps.next(k)?;
+                    let acc = acc_t.slice(0, 0..mn)?.slice(1, 0..nn)?;
+                    for (i, (_, kn)) in blocks(g.kd, P).enumerate() {
+                        k.emit(NcMatmul {
+                            dst: &acc,
+                            stationary: &stationary(i, kn, m0, mn)?,
+                            moving: &moving(i, kn, c0, nn)?,
+                            accumulate: Some(i > 0),
+                        })?;
+                    }
+                    let ov = o.slice(0, 0..mn)?.slice(1, c0..c0 + nn)?;
+                    copy_out(k, &mut turn, &ov, &acc)?;
                 }
-                evacuate(k, &mut ot, &mut turn, &acc, out, m0, n0)?;
+                let ov = o.slice(0, 0..mn)?.slice(1, 0..wn)?;
+                let dst = out.slice(0, m0..m0 + mn)?.slice(1, w0..w0 + wn)?;
+                k.emit(DmaCopy::new(&dst, &ov))?;
             }
         }
         Ok(())

@@ -27,6 +27,36 @@
 //! for bit against plain references of that order where every step is an IEEE operation,
 //! and within a stated bound of binary64 references otherwise.
 //!
+//! # Example
+//!
+//! `y = softmax(x · w)` in one kernel, the matmul's result in a scratch tensor:
+//!
+//! ```
+//! use nrt_kernel::library::{matmul, softmax};
+//! use nrt_kernel::{DType, Kernel};
+//! use nrt_sim::Instance;
+//! use nrt_sim::engine::{Device, ExecOptions, decode_f32, encode_f32};
+//!
+//! let mut k = Kernel::new("scores");
+//! let x = k.input("x", DType::Bf16, &[3, 40])?;
+//! let w = k.input("w", DType::Bf16, &[40, 5])?;
+//! let h = k.scratch("h", DType::F32, &[3, 5])?;
+//! let y = k.output("y", DType::F32, &[3, 5])?;
+//! matmul::matmul(&mut k, &h, &x, &w, &matmul::MatmulOpts::default())?;
+//! softmax::softmax(&mut k, &y, &h)?;
+//! let program = k.build()?;
+//!
+//! let mut dev = Device::new(Instance::Trn1);
+//! let lp = dev.load(0, program)?;
+//! let xv = encode_f32(DType::Bf16, &[0.25; 3 * 40]);
+//! let wv = encode_f32(DType::Bf16, &[0.5; 40 * 5]);
+//! let (outs, report) = dev.run(&lp, &[("x", &xv[..]), ("w", &wv[..])], &ExecOptions::default())?;
+//! assert!(report.hazards.is_empty());
+//! let probs = decode_f32(DType::F32, &outs[0].1);
+//! assert!(probs.iter().all(|&p| p == 0.2)); // equal scores: a uniform distribution
+//! # Ok::<(), nrt_core::Error>(())
+//! ```
+//!
 //! # Modules
 //!
 //! Each module is independent; `util` holds the shared checks and tiling helpers.

@@ -28,8 +28,8 @@ pub struct TensorTensor<'a> {
     /// Operation.
     pub op: AluOp,
     /// Engine: VectorE by default (GpSimdE for `power`, which only it runs); GpSimdE for
-    /// arithmetic operations; ScalarE in a format-1.0 kernel (add, subtract, multiply,
-    /// maximum).
+    /// every operation but the bitvec ones (VectorE only); ScalarE in a format-1.0 kernel
+    /// (add, subtract, multiply, maximum).
     pub engine: Option<EngineId>,
 }
 
