@@ -222,6 +222,27 @@ fn multi_head_bf16() {
     }
 }
 
+/// More than 512 keys: several score blocks per query tile (block maxima without a mask,
+/// blocks computed only up to the tile's last query with one).
+#[test]
+fn several_key_blocks() {
+    for (sq, sk, dt, causal) in [(40, 600, DType::F32, false), (530, 530, DType::Bf16, true)] {
+        check(
+            &Case {
+                heads: 1,
+                sq,
+                sk,
+                d: 64,
+                dt,
+                causal,
+                scale: None,
+                builder: false,
+            },
+            19,
+        );
+    }
+}
+
 /// An explicit scale, and the `build_attention` kernel (bf16 in and out).
 #[test]
 fn scale_and_builder() {
@@ -285,6 +306,9 @@ fn misuse_is_an_error() {
     };
     let e = attention(&mut k, &out, &q, &q, &q, &neg).unwrap_err();
     assert!(e.message().contains("positive"), "{}", e.message());
+    // Too long to stay resident: an allocation error naming the tile, not a panic.
+    let e = build_attention(1, 8192, 128, DType::F32, false).unwrap_err();
+    assert_eq!(e.status(), nrt_core::NrtStatus::Resource, "{}", e.message());
     let qi = k.input("qi", DType::I32, &[10, 64]).unwrap();
     let e = attention(&mut k, &out, &qi, &qi, &qi, &AttentionConfig::default()).unwrap_err();
     assert!(e.message().contains("float"), "{}", e.message());

@@ -8,6 +8,7 @@
 mod common;
 
 use common::{Rng, output, run};
+use nrt_core::NrtStatus;
 use nrt_kernel::library::conv::{Conv2dConfig, build_conv2d, conv2d};
 use nrt_kernel::{DType, Kernel, Program};
 use nrt_sim::engine::{decode_f32, encode_f32, round_through};
@@ -187,6 +188,18 @@ fn many_channels_and_wide_rows() {
         },
         4,
     );
+    // 40 output rows of 30 columns: row blocks of 17, 17 and 6.
+    check(
+        &Case {
+            x: [1, 2, 40, 30],
+            w: [3, 2, 3, 3],
+            cfg: Conv2dConfig::new(1, 1, 1),
+            dt: DType::F32,
+            out_dt: DType::F32,
+            bias: true,
+        },
+        9,
+    );
     // Output rows of 599 columns: blocks of 512 and 87.
     check(
         &Case {
@@ -272,6 +285,21 @@ fn misuse_is_an_error() {
     let b = k.input("b", DType::F32, &[5]).unwrap();
     let e = conv2d(&mut k, &y, &x, &w, Some(&b), &Conv2dConfig::new(1, 0, 2)).unwrap_err();
     assert!(e.message().contains("bias"), "{}", e.message());
+}
+
+/// A plane too large to stay resident is an allocation error, not a panic.
+#[test]
+fn too_large_is_an_allocation_error() {
+    let cfg = Conv2dConfig::new(1, 1, 1);
+    let e = build_conv2d([1, 3, 300, 300], [8, 3, 3, 3], &cfg, DType::F32, false).unwrap_err();
+    // A tile larger than a partition is refused as invalid, one that does not fit in what
+    // is left as a resource error; either names the tile.
+    assert!(
+        matches!(e.status(), NrtStatus::Invalid | NrtStatus::Resource)
+            && e.message().contains("conv_input"),
+        "{}",
+        e.message()
+    );
 }
 
 /// Builds (does not run) a ResNet-50 stage-2 conv: 3x3, 64 -> 64 channels, 56x56, pad 1.

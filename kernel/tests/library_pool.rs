@@ -7,6 +7,7 @@
 mod common;
 
 use common::{Rng, output, run};
+use nrt_core::NrtStatus;
 use nrt_kernel::library::pool::{Pool2dConfig, PoolKind, build_pool2d, pool2d};
 use nrt_kernel::{DType, Kernel};
 use nrt_sim::engine::{decode_f32, encode_f32, round_through};
@@ -152,6 +153,21 @@ fn misuse_is_an_error() {
     let xi = k.input("xi", DType::I32, &[1, 2, 8, 8]).unwrap();
     let e = pool2d(&mut k, &y, &xi, &Pool2dConfig::new(PoolKind::Max, 2, 2, 0)).unwrap_err();
     assert!(e.message().contains("float"), "{}", e.message());
+}
+
+/// A plane too large to stay resident is an allocation error, not a panic.
+#[test]
+fn too_large_is_an_allocation_error() {
+    let cfg = Pool2dConfig::new(PoolKind::Max, 3, 2, 1);
+    let e = build_pool2d([1, 3, 300, 300], &cfg, DType::F32).unwrap_err();
+    // A tile larger than a partition is refused as invalid, one that does not fit in what
+    // is left as a resource error; either names the tile.
+    assert!(
+        matches!(e.status(), NrtStatus::Invalid | NrtStatus::Resource)
+            && e.message().contains("pool_input"),
+        "{}",
+        e.message()
+    );
 }
 
 /// Builds (does not run) the ResNet-50 stem max-pool: 3x3, stride 2, pad 1, 64 x 112 x 112.

@@ -9,15 +9,19 @@
 //! to 128 queries:
 //!
 //! 1. `Qᵀ` for the tile by `dma_transpose`; the scores `Q·Kᵀ` by `nc_matmul` (stationary
-//!    `Qᵀ`, moving `Kᵀ` in blocks of up to 512 keys) into PSUM, evacuated by ScalarE to an
-//!    fp32 SBUF row block with the scale applied;
+//!    `Qᵀ`, moving `Kᵀ` in blocks of up to 512 keys) into PSUM, evacuated to an fp32 SBUF
+//!    row block — without a mask by VectorE's `range_select` (with bounds that keep
+//!    everything), which also gives each block's row maxima in the same pass, the scale
+//!    being applied later inside the exponential; with a mask by ScalarE, scaled;
 //! 2. with a causal mask, `affine_select` (GpSimdE) sets the scores of keys after the query
 //!    (`key > query`) to −∞; keys no query of the tile may see are not computed at all;
 //! 3. the numerically stable softmax: each row's maximum, negated (`tensor_reduce` on
-//!    VectorE), then `exp(s − max)` with the row sum accumulated by the same
-//!    `activation_reduce` (ScalarE), the probabilities stored in the input dtype;
+//!    VectorE, over the block maxima without a mask — the scale being positive, the maximum
+//!    of the scaled scores is the scaled maximum), then `exp(scale·s − max)` with the row sum
+//!    accumulated by the same `activation_reduce` (ScalarE), the probabilities stored in the
+//!    input dtype;
 //! 4. `P·V`: each block of up to 128 keys of `P` is transposed on TensorE (a matmul by the
-//!    identity, exact), copied to SBUF (alternately by VectorE and ScalarE), and multiplied
+//!    identity, exact), copied to SBUF (shared between VectorE and ScalarE), and multiplied
 //!    by the `V` chunk, the chunks accumulating in one fp32 PSUM tile;
 //! 5. the PSUM result divided by the row sum (VectorE; one correctly rounded division per
 //!    output element rather than a multiply per probability), rounded to the output dtype
@@ -34,8 +38,10 @@
 //!
 //! Limits: head dimension ≤ 128; any sequence lengths (causal needs `Sq = Sk`, the mask being
 //! `key ≤ query`); a positive scale. Two buffers of the scores and probabilities of a query
-//! tile and of `Kᵀ` and `V` stay in SBUF (about `24·Sk` bytes per partition in fp32), which
-//! bounds `Sk` to about 8 K keys in fp32; running out is an allocation error.
+//! tile and of `Kᵀ` and `V` stay in SBUF (at head dim 128, about `32·Sk` bytes per partition
+//! in fp32, `20·Sk` in bf16), which bounds `Sk` to about 6 K keys in fp32 and 9 K in bf16;
+//! running out is an allocation error naming the tile (`NRT_RESOURCE`, or `NRT_INVALID` for
+//! a tile larger than a partition).
 
 use std::collections::VecDeque;
 
@@ -44,7 +50,7 @@ use nrt_sim::engine::{ActFn, AluOp, DType, EngineId, Program};
 
 use crate::handle::Memory;
 use crate::kernel::Kernel;
-use crate::ops::{ActBias, AffineSelect, NcMatmul, TensorCopy, TensorReduce};
+use crate::ops::{ActBias, AffineSelect, NcMatmul, RangeSelect, TensorCopy, TensorReduce};
 use crate::pool::TilePool;
 use crate::tiles::Tile;
 use crate::view::View;
@@ -282,16 +288,20 @@ pub(crate) fn identity(k: &mut Kernel, dt: DType, name: &str) -> Result<Tile, Er
 /// overlap on the engines.
 struct Bufs {
     ident: Tile,
+    /// `[128, 2]` fp32: +max and 0, bounds of a `range_select` that keeps everything.
+    bounds: Tile,
     pools: Vec<TilePool>,
 }
 
-/// A query tile's masked, scaled scores.
+/// A query tile's scores.
 struct Scored {
     q0: usize,
     qn: usize,
     nk: usize,
-    /// `[qn, nk]` fp32.
+    /// `[qn, nk]` fp32: unscaled without a mask, scaled and masked with one.
     s: View,
+    /// Without a mask: each block's row maxima, `[qn, blocks]`.
+    block_max: Option<View>,
 }
 
 /// A query tile between its softmax and its `P·V`.
@@ -318,12 +328,13 @@ const O: usize = 8;
 const SPS: usize = 9;
 const PTPS: usize = 10;
 const PT: usize = 11;
+const BMAX: usize = 12;
 
 impl Bufs {
     fn new(k: &mut Kernel, sh: &Shape) -> Result<Bufs, Error> {
         let (sk, d, dt) = (sh.sk, sh.d, sh.dt);
         let (sb, ps, f32) = (Memory::Sbuf, Memory::Psum, DType::F32);
-        let specs: [(&str, Memory, DType, Vec<usize>); PT + 1] = [
+        let specs: [(&str, Memory, DType, Vec<usize>); BMAX + 1] = [
             ("attn_kT", sb, dt, vec![d, sk]),
             ("attn_v", sb, dt, vec![128, sk.div_ceil(128), d]),
             ("attn_qT", sb, dt, vec![d, 128]),
@@ -336,32 +347,54 @@ impl Bufs {
             ("attn_scores_psum", ps, f32, vec![128, KEY_BLOCK.min(sk)]),
             ("attn_pT_psum", ps, f32, vec![128, 128]),
             ("attn_pT", sb, dt, vec![128, 128]),
+            ("attn_block_max", sb, f32, vec![128, sk.div_ceil(KEY_BLOCK)]),
         ];
         let ident = identity(k, dt, "attn_identity")?;
-        let mut pools = Vec::new();
+        let bounds = match k.sbuf_tile("attn_bounds", f32, &[128, 2]) {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = k.free(&ident);
+                return Err(e);
+            }
+        };
+        let mut bufs = Bufs {
+            ident,
+            bounds,
+            pools: Vec::new(),
+        };
+        let fill = |k: &mut Kernel, b: &Bufs| -> Result<(), Error> {
+            k.memset(&b.bounds.slice(1, 0..1)?, f64::from(f32::MAX))?;
+            k.memset(&b.bounds.slice(1, 1..2)?, 0.0)
+        };
+        if let Err(e) = fill(k, &bufs) {
+            let _ = bufs.free(k);
+            return Err(e);
+        }
         for (name, mem, t, shape) in specs {
-            let bufs = if matches!(name, "attn_pT_psum" | "attn_pT") {
+            let n = if matches!(name, "attn_pT_psum" | "attn_pT") {
                 LOOKAHEAD + 2
             } else {
                 2
             };
-            match k.tile_pool(name, mem, t, &shape, bufs) {
-                Ok(p) => pools.push(p),
+            match k.tile_pool(name, mem, t, &shape, n) {
+                Ok(p) => bufs.pools.push(p),
                 Err(e) => {
-                    let _ = (Bufs { ident, pools }).free(k);
+                    let _ = bufs.free(k);
                     return Err(e);
                 }
             }
         }
-        Ok(Bufs { ident, pools })
+        Ok(bufs)
     }
 
     fn free(self, k: &mut Kernel) -> Result<(), Error> {
         for p in self.pools {
             p.free(k)?;
         }
-        if k.is_live(&self.ident) {
-            k.free(&self.ident)?;
+        for t in [&self.ident, &self.bounds] {
+            if k.is_live(t) {
+                k.free(t)?;
+            }
         }
         Ok(())
     }
@@ -423,7 +456,7 @@ impl Bufs {
             let nk = if sh.causal { sk.min(q0 + qn) } else { sk };
             let scores = self.scores(k, sh, (q0, qn, nk), q, &kt)?;
             load_v(k)?;
-            let next = self.softmax(k, scores)?;
+            let next = self.softmax(k, sh, scores)?;
             if let Some(prev) = pending.replace(next) {
                 self.weighted_sum(k, sh, &prev, out, &vt)?;
             }
@@ -445,11 +478,22 @@ impl Bufs {
         kt: &View,
     ) -> Result<Scored, Error> {
         let d = sh.d;
-        // 1. Scores, scaled while ScalarE evacuates PSUM.
+        // 1. Scores. Without a mask, VectorE evacuates each block with `range_select`
+        //    (bounds that always hold) and takes the block's row maxima in the same pass, the
+        //    scale being applied later inside the exponential; with a mask, ScalarE evacuates
+        //    them scaled, for the mask and the maximum to follow.
         let qt = self.take(k, QT, d, qn)?;
         k.dma_transpose(&qt, &q.slice(0, q0..q0 + qn)?)?;
         let s = self.take(k, S, qn, nk)?;
-        for b0 in (0..nk).step_by(KEY_BLOCK) {
+        let blocks = nk.div_ceil(KEY_BLOCK);
+        let block_max = if sh.causal {
+            None
+        } else {
+            Some(self.take(k, BMAX, qn, blocks)?)
+        };
+        let hi = self.bounds.slice(0, 0..qn)?.slice(1, 0..1)?;
+        let lo = self.bounds.slice(0, 0..qn)?.slice(1, 1..2)?;
+        for (b, b0) in (0..nk).step_by(KEY_BLOCK).enumerate() {
             let bw = KEY_BLOCK.min(nk - b0);
             let ps = self.take(k, SPS, qn, bw)?;
             k.emit(NcMatmul {
@@ -458,13 +502,15 @@ impl Bufs {
                 moving: &kt.slice(1, b0..b0 + bw)?,
                 accumulate: Some(false),
             })?;
-            k.activation(
-                &s.slice(1, b0..b0 + bw)?,
-                ActFn::Identity,
-                &ps,
-                ActBias::None,
-                sh.scale,
-            )?;
+            let dst = s.slice(1, b0..b0 + bw)?;
+            match &block_max {
+                Some(bm) => k.emit(RangeSelect {
+                    reduce_res: Some(&bm.slice(1, b..=b)?),
+                    on_false_value: f32::NEG_INFINITY,
+                    ..RangeSelect::new(&dst, &ps, AluOp::LessEqual, AluOp::GreaterEqual, &hi, &lo)
+                })?,
+                None => k.activation(&dst, ActFn::Identity, &ps, ActBias::None, sh.scale)?,
+            }
         }
         // 2. Causal mask: keep key j of query q0 + p where q0 + p − j ≥ 0.
         if sh.causal {
@@ -480,24 +526,45 @@ impl Bufs {
                 offset,
             })?;
         }
-        Ok(Scored { q0, qn, nk, s })
+        Ok(Scored {
+            q0,
+            qn,
+            nk,
+            s,
+            block_max,
+        })
     }
 
     /// Step 3: the softmax numerator and the row sums.
-    fn softmax(&mut self, k: &mut Kernel, sc: Scored) -> Result<Softmaxed, Error> {
-        let Scored { q0, qn, nk, s } = sc;
+    fn softmax(&mut self, k: &mut Kernel, sh: &Shape, sc: Scored) -> Result<Softmaxed, Error> {
+        let Scored {
+            q0,
+            qn,
+            nk,
+            s,
+            block_max,
+        } = sc;
+        // −max of the scaled scores: from the block maxima of the unscaled ones (the scale is
+        // positive), or from the scaled, masked scores.
         let neg = self.take(k, NEG, qn, 1)?;
+        let (data, scale) = match &block_max {
+            Some(bm) => (bm, sh.scale),
+            None => (&s, 1.0),
+        };
         k.emit(TensorReduce {
             dst: &neg,
             op: AluOp::Max,
-            data: &s,
+            data,
             axis: &[1],
             negate: true,
             keepdims: false,
         })?;
+        if block_max.is_some() {
+            k.tensor_scalar(&neg, &neg, AluOp::Mul, sh.scale)?;
+        }
         let p = self.take(k, P, qn, nk)?;
         let sum = self.take(k, SUM, qn, 1)?;
-        k.activation_reduce(&p, ActFn::Exp, &s, AluOp::Add, &sum, &neg, 1.0)?;
+        k.activation_reduce(&p, ActFn::Exp, &s, AluOp::Add, &sum, &neg, scale)?;
         Ok(Softmaxed { q0, qn, nk, p, sum })
     }
 
@@ -531,8 +598,11 @@ impl Bufs {
                     accumulate: Some(false),
                 })?;
                 let pt = self.take(k, PT, cw, qn)?;
-                // The PSUM evacuations alternate between VectorE and ScalarE.
-                let engine = Some(if c % 2 == 0 {
+                // The PSUM evacuations are shared between VectorE and ScalarE: alternately
+                // with a mask (ScalarE also scales the scores), two in three on ScalarE
+                // without (VectorE also evacuates the scores).
+                let on_vector = if sh.causal { c % 2 == 0 } else { c % 3 == 0 };
+                let engine = Some(if on_vector {
                     EngineId::Vector
                 } else {
                     EngineId::Scalar

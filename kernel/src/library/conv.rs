@@ -187,7 +187,8 @@ impl Geometry {
 
 /// Emits `y = conv2d(x, w) (+ b)` into `k` (see the module documentation): HBM views
 /// `x [N, C, H, W]`, `w [O, C/groups, KH, KW]` (the same float dtype), `bias [O]` (any float
-/// dtype), `y [N, O, OH, OW]` (any float dtype).
+/// dtype), `y [N, O, OH, OW]` (any float dtype); `w` and `bias` contiguous (they are
+/// reshaped), the others any views.
 pub fn conv2d(
     k: &mut Kernel,
     y: &View,

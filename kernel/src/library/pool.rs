@@ -162,7 +162,8 @@ impl Geometry {
 }
 
 /// Emits `y = pool(x)` into `k` (see the module documentation): HBM views `x [N, C, H, W]`
-/// and `y [N, C, OH, OW]`, float dtypes (they may differ; the arithmetic is fp32).
+/// and `y [N, C, OH, OW]`, float dtypes (they may differ; the arithmetic is fp32), both
+/// contiguous (the `N·C` planes are flattened).
 pub fn pool2d(k: &mut Kernel, y: &View, x: &View, cfg: &Pool2dConfig) -> Result<(), Error> {
     let [n, c, h, w] = match x.shape()[..] {
         [a, b, c, d] => [a, b, c, d],
