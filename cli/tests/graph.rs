@@ -637,7 +637,19 @@ fn the_small_graph_builds() {
 #[test]
 fn malformed_graphs_are_refused_with_exact_messages() {
     // (edit of SMALL, position of the message ("" or ":line:col"), message)
-    let cases: [(&str, &str, &str, &str); 13] = [
+    let cases: [(&str, &str, &str, &str); 15] = [
+        (
+            "shape = [4, 3]",
+            "shape = [4294967296, 3]",
+            "",
+            "tensor 'x' is too large (more than 2^32 elements)",
+        ),
+        (
+            "output = \"out\"",
+            "output = \"out\"\n[[layers]]\nop = \"maxpool\"\ninputs = [\"out\"]\noutput = \"p\"\nkernel_size = 0",
+            ":17:1",
+            "layer 3 (maxpool): attribute 'kernel_size' must be an integer from 1 to 16777216 or a list [h, w] of them",
+        ),
         (
             "inputs = [\"h\"]",
             "inputs = [\"hh\"]",

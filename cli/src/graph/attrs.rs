@@ -3,6 +3,10 @@
 
 use crate::error::{CliError, Result, bail};
 
+/// The largest size-like attribute (counts, strides, padding, kernel sizes): far beyond any
+/// tensor the simulator holds, small enough that no size arithmetic overflows.
+const MAX_INT: usize = 1 << 24;
+
 /// The attributes of one layer (its table without `op`, `inputs` and `output`).
 pub(crate) struct Attrs<'a> {
     table: &'a toml::Table,
@@ -46,8 +50,8 @@ impl<'a> Attrs<'a> {
     pub(crate) fn count(&mut self, key: &'static str, default: usize, min: usize) -> Result<usize> {
         let v = self.int(key, default as i64)?;
         match usize::try_from(v) {
-            Ok(n) if n >= min => Ok(n),
-            _ => Err(self.wrong(key, &format!("an integer ≥ {min}"))),
+            Ok(n) if n >= min && n <= MAX_INT => Ok(n),
+            _ => Err(self.wrong(key, &format!("an integer from {min} to {MAX_INT}"))),
         }
     }
 
@@ -81,7 +85,7 @@ impl<'a> Attrs<'a> {
         let one = |x: &toml::Value| {
             x.as_integer()
                 .and_then(|i| usize::try_from(i).ok())
-                .filter(|&n| n >= min)
+                .filter(|&n| n >= min && n <= MAX_INT)
         };
         let vals: Option<Vec<usize>> = match v {
             toml::Value::Array(a) if lens.contains(&a.len()) => a.iter().map(one).collect(),
@@ -98,7 +102,7 @@ impl<'a> Attrs<'a> {
         default: (usize, usize),
         min: usize,
     ) -> Result<(usize, usize)> {
-        let want = format!("an integer ≥ {min} or a list [h, w] of them");
+        let want = format!("an integer from {min} to {MAX_INT} or a list [h, w] of them");
         Ok(match self.ints(key, min, &[2], &want)?.as_deref() {
             None => default,
             Some([n]) => (*n, *n),
@@ -110,7 +114,7 @@ impl<'a> Attrs<'a> {
     /// Padding `[top, left, bottom, right]` from `p`, `[ph, pw]` or `[t, l, b, r]`; zeros
     /// when absent.
     pub(crate) fn pads(&mut self, key: &'static str) -> Result<[usize; 4]> {
-        let want = "an integer ≥ 0, [ph, pw] or [top, left, bottom, right]";
+        let want = "an integer from 0 to 16777216, [ph, pw] or [top, left, bottom, right]";
         Ok(match self.ints(key, 0, &[2, 4], want)?.as_deref() {
             None => [0; 4],
             Some([p]) => [*p; 4],

@@ -180,10 +180,17 @@ fn infer(
     outputs: &[String],
     declared: &BTreeMap<&str, Vec<u64>>,
 ) -> Result<BTreeMap<String, Vec<usize>>> {
-    let mut shapes: BTreeMap<String, Vec<usize>> = declared
-        .iter()
-        .map(|(n, s)| ((*n).to_owned(), s.iter().map(|&d| d as usize).collect()))
-        .collect();
+    let mut shapes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (n, s) in declared {
+        let dims: Vec<usize> = s
+            .iter()
+            .map(|&d| usize::try_from(d).unwrap_or(usize::MAX))
+            .collect();
+        if elements(&dims).is_none() {
+            bail!("tensor '{n}' is too large (more than 2^32 elements)");
+        }
+        shapes.insert((*n).to_owned(), dims);
+    }
     let defined_by = |name: &str| nodes.iter().position(|n| n.output == name);
     for (i, nd) in nodes.iter().enumerate() {
         let mut ins = Vec::new();
@@ -227,6 +234,13 @@ fn infer(
         if shape.contains(&0) {
             bail!("{}: the output would be empty", nd.label);
         }
+        if elements(&shape).is_none() {
+            bail!(
+                "{}: the output {} would be too large (more than 2^32 elements)",
+                nd.label,
+                crate::tensors::shape_str(&ops::u64s(&shape))
+            );
+        }
         shapes.insert(nd.output.clone(), shape);
     }
     for o in outputs {
@@ -246,4 +260,12 @@ fn infer(
         }
     }
     Ok(shapes)
+}
+
+/// The element count of `shape`, `None` past 2³² (what the ops' size arithmetic assumes).
+fn elements(shape: &[usize]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= 1 << 32)
 }

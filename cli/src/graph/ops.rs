@@ -404,27 +404,58 @@ pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
-/// A reshape's result, with one −1 inferred.
+/// A reshape's result, with one −1 inferred; `None` when the counts disagree (or overflow).
 fn reshape(from: &[usize], to: &[i64]) -> Option<Vec<usize>> {
-    let total: usize = from.iter().product();
+    let total = from.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
     let holes = to.iter().filter(|&&d| d == -1).count();
     if holes > 1 || to.iter().any(|&d| d < -1) {
         return None;
     }
-    let known: usize = to
+    let known = to
         .iter()
         .filter(|&&d| d >= 0)
-        .map(|&d| d as usize)
-        .product();
+        .try_fold(1usize, |a, &d| a.checked_mul(usize::try_from(d).ok()?))?;
     let out: Vec<usize> = to
         .iter()
         .map(|&d| {
             if d == -1 {
                 total.checked_div(known).unwrap_or(0)
             } else {
-                d as usize
+                usize::try_from(d).unwrap_or(usize::MAX)
             }
         })
         .collect();
-    (out.iter().product::<usize>() == total).then_some(out)
+    let n = out.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
+    (n == total).then_some(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        assert_eq!(broadcast(&[4, 3], &[3]), Some(vec![4, 3]));
+        assert_eq!(broadcast(&[2, 1, 5], &[3, 1]), Some(vec![2, 3, 5]));
+        assert_eq!(broadcast(&[4, 3], &[4]), None);
+    }
+
+    #[test]
+    fn reshape_infers_one_dimension_and_refuses_the_rest() {
+        assert_eq!(reshape(&[6, 40], &[-1, 10]), Some(vec![24, 10]));
+        assert_eq!(reshape(&[6, 40], &[7, -1]), None);
+        assert_eq!(reshape(&[6, 40], &[-1, -1]), None);
+        assert_eq!(reshape(&[6, 40], &[1 << 62, 1 << 62]), None);
+        assert_eq!(reshape(&[6, 40], &[0, -1]), None);
+    }
+
+    #[test]
+    fn axes_count_from_the_end_when_negative() {
+        assert_eq!(axis_index(-1, 3), Some(2));
+        assert_eq!(axis_index(-3, 3), Some(0));
+        assert_eq!(axis_index(-4, 3), None);
+        assert_eq!(axis_index(3, 3), None);
+        assert_eq!(axis_index(i64::MIN, 3), None);
+    }
 }
