@@ -1,5 +1,6 @@
 //! Graph specs (layers naming their inputs and output) through the `nrt` command: the
-//! examples `transformer_block.toml` and `cnn.toml`, and a spec using the other ops, each run
+//! examples `transformer_block.toml` and `cnn.toml`, a spec using the other ops and a bf16
+//! graph, each run
 //! by `nrt run SPEC -o DIR` and its outputs compared with a plain f64 reference computed here
 //! from the same seeded data (the generator documented in `cli/src/spec.rs`, in
 //! `common::seeded`); then malformed graphs, refused with exact one-line messages.
@@ -754,4 +755,92 @@ fn malformed_graphs_are_refused_with_exact_messages() {
         "error: {spec}:13:1: layer 2 (relu6): unknown op 'relu6' (expected one of: matmul, add, sub, mul, div, max, min, bias_add, identity, relu, gelu, gelu_tanh, silu, sigmoid, tanh, exp, log, sqrt, rsqrt, reciprocal, square, abs, softplus, softmax, layernorm, rmsnorm, reduce_sum, reduce_mean, reduce_max, reduce_min, transpose, attention, conv2d, maxpool, avgpool, global_avgpool, reshape, flatten)"
     );
     assert_eq!(line, want);
+}
+
+// ---- bf16 ------------------------------------------------------------------------------------
+
+/// The spacing of bf16 values around `v` (8 significant bits).
+fn bf16_ulp(v: f64) -> f64 {
+    2f64.powi(v.abs().max(1e-30).log2().floor() as i32 - 7)
+}
+
+/// A bf16 graph (every tensor and intermediate bf16): `y = gelu_tanh(x·w + b)`. The
+/// reference rounds where the kernel does — the inputs, and each layer's output to bf16 —
+/// with exact sums before the rounding. The kernel's fp32 sums may round a matmul output to
+/// the neighbouring bf16 value, which moves `h1 = bf16(h0 + b)` by up to `ulp(h0)` plus its
+/// own rounding step; GELU's slope is below 1.13. Bound: `|got − want| ≤ 2.5·(ulp(h0) +
+/// ulp(h1)) + 2·ulp(y)` (ulps of the reference values, doubled against binade edges).
+#[test]
+fn a_bf16_graph_rounds_where_the_reference_does() {
+    use nrt_sim::engine::{DType, round_through};
+    let text = r#"
+name = "bf16_graph"
+dtype = "bf16"
+output = "y"
+[tensors.x]
+kind = "input"
+shape = [8, 64]
+seed = 21
+[tensors.w]
+kind = "weight"
+shape = [64, 32]
+seed = 22
+scale = 0.25
+[tensors.b]
+kind = "weight"
+shape = [32]
+seed = 23
+[[layers]]
+op = "matmul"
+inputs = ["x", "w"]
+output = "h0"
+[[layers]]
+op = "bias_add"
+inputs = ["h0", "b"]
+output = "h1"
+[[layers]]
+op = "gelu_tanh"
+inputs = ["h1"]
+output = "y"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bf16.toml");
+    std::fs::write(&path, text).unwrap();
+    let spec: toml::Table = text.parse().unwrap();
+    let bf = |v: f64| f64::from(round_through(DType::Bf16, v as f32));
+    let t = |n: &str| map(&spec_tensor(&spec, n).1, bf);
+    let (x, w, b) = (t("x"), t("w"), t("b"));
+    let h0 = map(&matmul(&x, &w, 8, 64, 32), bf);
+    let h1 = map(&bias(&h0, &b), bf);
+    let k0 = (2.0 / std::f64::consts::PI).sqrt();
+    let y = map(&h1, |v| {
+        bf(0.5 * v * (1.0 + (k0 * (v + 0.044715 * v * v * v)).tanh()))
+    });
+
+    let out = run(&path);
+    let o = std::fs::read(out.path().join("y.npy")).unwrap();
+    let hlen = u16::from_le_bytes([o[8], o[9]]) as usize;
+    let header = String::from_utf8_lossy(&o[10..10 + hlen]).to_string();
+    // bf16 outputs are written as float32 .npy (exact: every bf16 value is an fp32 value).
+    assert!(
+        header.contains("'<f4'") && header.contains("'shape': (8, 32, )"),
+        "{header}"
+    );
+    let got: Vec<f64> = o[10 + hlen..]
+        .chunks_exact(4)
+        .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+        .collect();
+    assert_eq!(got.len(), y.len());
+    let mut exact = 0;
+    for i in 0..y.len() {
+        let bound = 2.5 * (bf16_ulp(h0[i]) + bf16_ulp(h1[i])) + 2.0 * bf16_ulp(y[i]);
+        assert!(
+            (got[i] - y[i]).abs() <= bound,
+            "y[{i}]: got {}, want {} (bound {bound})",
+            got[i],
+            y[i]
+        );
+        exact += usize::from(got[i] == y[i]);
+    }
+    eprintln!("bf16 y: {exact} of {} equal to the reference", y.len());
 }
