@@ -38,6 +38,8 @@ pub(crate) type Plan = (Program, Vec<(String, String)>, String);
 pub(crate) struct Node {
     /// `layer N (op)`, for messages.
     label: String,
+    /// The op's name as written.
+    name: String,
     op: Op,
     inputs: Vec<String>,
     output: String,
@@ -93,6 +95,7 @@ pub(crate) fn parse_layer(i: usize, t: &toml::Table) -> Result<Node> {
     }
     Ok(Node {
         label,
+        name: op_name,
         op,
         inputs,
         output,
@@ -157,15 +160,7 @@ pub(crate) fn build(
         views.insert(nd.output.clone(), out);
     }
     let program = k.build().map_err(sim)?;
-    let ops: Vec<String> = nodes
-        .iter()
-        .map(|n| {
-            n.label
-                .split_once('(')
-                .map_or("", |(_, r)| r.trim_end_matches(')'))
-                .to_owned()
-        })
-        .collect();
+    let ops: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let desc = format!(
         "graph of {} layers [{}] in one kernel ({dt})",
         nodes.len(),
