@@ -153,3 +153,44 @@ impl<'a> Attrs<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Table {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn sizes_take_one_value_or_a_list() {
+        let t = table("stride = 2\ndilation = [1, 3]\npadding = [1, 2]\npads = [1, 2, 3, 4]");
+        let mut a = Attrs::new(&t);
+        assert_eq!(a.pair("stride", (1, 1), 1).unwrap(), (2, 2));
+        assert_eq!(a.pair("dilation", (1, 1), 1).unwrap(), (1, 3));
+        assert_eq!(a.pair("kernel", (5, 5), 1).unwrap(), (5, 5));
+        assert_eq!(a.pads("padding").unwrap(), [1, 2, 1, 2]);
+        assert_eq!(a.pads("pads").unwrap(), [1, 2, 3, 4]);
+        assert_eq!(a.pads("absent").unwrap(), [0; 4]);
+        a.finish().unwrap();
+    }
+
+    #[test]
+    fn wrong_types_and_unread_keys_are_refused() {
+        let t = table("stride = [1, 2, 3]\neps = \"small\"\nextra = 1");
+        let mut a = Attrs::new(&t);
+        let e = a.pair("stride", (1, 1), 1).unwrap_err().to_string();
+        assert!(
+            e.contains("attribute 'stride' must be an integer from 1"),
+            "{e}"
+        );
+        let e = a.float("eps").unwrap_err().to_string();
+        assert!(e.contains("attribute 'eps' must be a finite number"), "{e}");
+        let e = a.finish().unwrap_err().to_string();
+        assert!(
+            e.contains("unknown attribute 'extra' (it takes: stride, eps)"),
+            "{e}"
+        );
+    }
+}
