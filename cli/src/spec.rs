@@ -646,7 +646,8 @@ fn plan(
             bail!(
                 "unsupported layer sequence [{}]: the builders support a single matmul, add, mul \
                  or bias_activation layer, or the two-layer MLP [matmul, bias_activation, matmul, \
-                 bias_activation]",
+                 bias_activation]; other sequences are written as a graph (layers with inputs and \
+                 output)",
                 ops.join(", ")
             )
         }
