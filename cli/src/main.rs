@@ -27,6 +27,7 @@ mod backend;
 mod bench;
 mod build;
 mod error;
+mod graph;
 mod info;
 mod ls;
 mod npy;

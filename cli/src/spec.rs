@@ -1,5 +1,10 @@
-//! Model specs: a small TOML description of a model, compiled into a simulator NEFF through
-//! the `nrt_sim::engine::kernels` builders (`nrt build`, and `nrt run SPEC.toml`).
+//! Model specs: a small TOML description of a model, compiled into a simulator NEFF (`nrt
+//! build`, and `nrt run SPEC.toml`). Two kinds of layer list:
+//!
+//! * **Fixed patterns** (layers with operands `a`, `b`, `x`, `bias`), built by the
+//!   `nrt_sim::engine::kernels` builders;
+//! * **Graphs** (layers with `inputs` and `output`; see [`crate::graph`]): any sequence of
+//!   `nrt_kernel::library` ops over named tensors, lowered into one kernel.
 //!
 //! ```toml
 //! name = "mlp"
@@ -17,11 +22,17 @@
 //! b = "x_t"                      # an omitted operand is the previous layer's output
 //! ```
 //!
-//! Layers: `matmul` (`a`, `b`), `add` / `mul` (`a`, `b`), `bias_activation` (`x`, `bias`,
-//! `activation` = identity | relu | exp | tanh | gelu). The builders are fixed kernels, so the
-//! layer list must be one of: a single `matmul`, `add`, `mul` or `bias_activation`, or the
-//! two-layer MLP `matmul → bias_activation → matmul → bias_activation(identity)` (feature-major:
-//! `x [d_in, batch]`, `w1 [d_in, hidden]`, `b1 [hidden]`, `w2 [hidden, d_out]`, `b2 [d_out]`).
+//! Fixed-pattern layers: `matmul` (`a`, `b`), `add` / `mul` (`a`, `b`), `bias_activation` (`x`,
+//! `bias`, `activation` = identity | relu | exp | tanh | gelu). The builders are fixed kernels,
+//! so the layer list must be one of: a single `matmul`, `add`, `mul` or `bias_activation`, or
+//! the two-layer MLP `matmul → bias_activation → matmul → bias_activation(identity)`
+//! (feature-major: `x [d_in, batch]`, `w1 [d_in, hidden]`, `b1 [hidden]`, `w2 [hidden,
+//! d_out]`, `b2 [d_out]`).
+//!
+//! Graph layers name their inputs and their output (`op = "matmul"`, `inputs = ["x", "w1"]`,
+//! `output = "h"`, plus the op's attributes); intermediates are inferred, the model's outputs
+//! are `outputs = [...]` (default `[output]`), and a tensor may feed several layers. The ops
+//! and their attributes are listed in `examples/README.md`.
 //!
 //! Seeded data: element `i` of a tensor with seed `s` is `(2·u − 1)·scale` rounded to the
 //! tensor's type (nearest even), where `u = (splitmix64(s, i) >> 40) / 2²⁴` and
@@ -35,8 +46,10 @@ use nrt_core::io::TensorInfo;
 use nrt_sim::engine::{ActFunc, DType, Program, TensorKind, encode_f32, kernels};
 use nrt_sim::neff::{neff_from_programs, nrt_dtype};
 use serde::Deserialize;
+use toml::Spanned;
 
 use crate::error::{CliError, Context, Result, bail};
+use crate::graph::{self, Plan};
 use crate::tensors;
 
 /// A parsed spec.
@@ -59,8 +72,68 @@ pub(crate) struct Spec {
     output: String,
     /// Declared tensors by name.
     tensors: BTreeMap<String, TensorSpec>,
-    /// The layers, in order.
-    layers: Vec<Layer>,
+    /// Names of a graph spec's outputs (default: `[output]`).
+    #[serde(default)]
+    outputs: Option<Vec<String>>,
+    /// The layers, in order, as written: classified by [`parse`] into `layers`.
+    #[serde(rename = "layers")]
+    raw_layers: Vec<Spanned<toml::Table>>,
+    /// The layers: the fixed patterns, or a graph (layers with `inputs` and `output`).
+    #[serde(skip)]
+    layers: Layers,
+}
+
+/// A spec's layers: fixed-pattern layers (operands `a`, `b`, `x`, `bias`), or graph layers
+/// (`inputs`, `output`; see [`crate::graph`]).
+#[derive(Debug)]
+enum Layers {
+    Fixed(Vec<Layer>),
+    Graph(Vec<graph::Node>),
+}
+
+impl Default for Layers {
+    fn default() -> Self {
+        Layers::Fixed(Vec::new())
+    }
+}
+
+/// Classifies the raw layer tables: graph layers when any of them has `inputs` or `output`.
+/// Errors start with `path:line:col` of the layer's table.
+fn classify(raw: &[Spanned<toml::Table>], text: &str, path: &str) -> Result<Layers> {
+    let at = |t: &Spanned<toml::Table>, e: CliError| {
+        CliError::new(format!("{path}{}: {e}", position(text, t.span().start)))
+    };
+    if raw
+        .iter()
+        .any(|t| t.get_ref().contains_key("inputs") || t.get_ref().contains_key("output"))
+    {
+        return raw
+            .iter()
+            .enumerate()
+            .map(|(i, t)| graph::parse_layer(i, t.get_ref()).map_err(|e| at(t, e)))
+            .collect::<Result<Vec<graph::Node>>>()
+            .map(Layers::Graph);
+    }
+    raw.iter()
+        .enumerate()
+        .map(|(i, t)| {
+            Layer::deserialize(toml::Value::Table(t.get_ref().clone())).map_err(|e| {
+                at(
+                    t,
+                    CliError::new(format!("layer {}: {}", i + 1, e.message().trim())),
+                )
+            })
+        })
+        .collect::<Result<Vec<Layer>>>()
+        .map(Layers::Fixed)
+}
+
+/// `:line:col` of byte `offset` of `text`.
+fn position(text: &str, offset: usize) -> String {
+    let before = text.get(..offset).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!(":{line}:{col}")
 }
 
 fn default_dtype() -> String {
@@ -177,18 +250,15 @@ pub(crate) struct Built {
 
 /// Parses a spec file's text; `path` names it in messages.
 pub(crate) fn parse(text: &str, path: &str) -> Result<Spec> {
-    toml::from_str::<Spec>(text).map_err(|e| {
+    let mut spec = toml::from_str::<Spec>(text).map_err(|e| {
         let at = e
             .span()
-            .map(|s| {
-                let before = text.get(..s.start).unwrap_or("");
-                let line = before.matches('\n').count() + 1;
-                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-                format!(":{line}:{col}")
-            })
+            .map(|s| position(text, s.start))
             .unwrap_or_default();
         CliError::new(format!("{path}{at}: {}", e.message().trim()))
-    })
+    })?;
+    spec.layers = classify(&spec.raw_layers, text, path)?;
+    Ok(spec)
 }
 
 /// Reads and compiles the spec at `path`.
@@ -236,7 +306,7 @@ pub(crate) fn build(spec: &Spec, dir: &Path) -> Result<Built> {
         Some(s) => dtype(s)?,
         None => dt,
     };
-    if spec.layers.is_empty() {
+    if spec.raw_layers.is_empty() {
         bail!("the spec has no layers");
     }
     // Shapes: declared, or taken from the tensor's file.
@@ -278,16 +348,35 @@ pub(crate) fn build(spec: &Spec, dir: &Path) -> Result<Built> {
         };
         shapes.insert(name, shape);
     }
-    if spec.tensors.contains_key(&spec.output) {
+    if spec.outputs.is_none() && spec.tensors.contains_key(&spec.output) {
         bail!(
             "the output '{}' has the name of a declared tensor",
             spec.output
         );
     }
 
-    let (mut program, renames, kernel) = plan(spec, dt, out_dt, &shapes)?;
+    let (mut program, renames, kernel) = match &spec.layers {
+        Layers::Fixed(layers) => {
+            if spec.outputs.is_some() {
+                bail!("'outputs' is for graph specs (layers with inputs and output)");
+            }
+            plan(spec, layers, dt, out_dt, &shapes)?
+        }
+        Layers::Graph(nodes) => {
+            if spec.output_dtype.is_some() {
+                bail!("output_dtype is only supported for a single matmul layer");
+            }
+            let outputs = match &spec.outputs {
+                Some(o) => o.clone(),
+                None => vec![spec.output.clone()],
+            };
+            graph::build(&spec.name, nodes, &outputs, dt, &shapes)?
+        }
+    };
+    let graph = matches!(spec.layers, Layers::Graph(_));
 
-    // Every declared tensor must be used, and used once (the kernels' tensors are distinct).
+    // Every declared tensor must be used, and (fixed patterns) used once: the kernels'
+    // tensors are distinct.
     let mut used: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, spec_name) in &renames {
         *used.entry(spec_name.as_str()).or_default() += 1;
@@ -295,7 +384,7 @@ pub(crate) fn build(spec: &Spec, dir: &Path) -> Result<Built> {
     for name in spec.tensors.keys() {
         match used.get(name.as_str()) {
             None => bail!("tensor '{name}' is declared but no layer uses it"),
-            Some(&n) if n > 1 => {
+            Some(&n) if n > 1 && !graph => {
                 bail!("tensor '{name}' is used by {n} operands; each operand needs its own tensor")
             }
             Some(_) => {}
@@ -370,23 +459,31 @@ fn tensor_info(name: &str, dt: DType, shape: &[u64]) -> Result<TensorInfo> {
     })
 }
 
-/// A kernel's program, (kernel tensor → spec name) pairs, and a description.
-type Plan = (Program, Vec<(&'static str, String)>, String);
+/// The (kernel tensor → spec name) pairs with owned names.
+fn names(v: Vec<(&str, String)>) -> Vec<(String, String)> {
+    v.into_iter().map(|(k, s)| (k.to_owned(), s)).collect()
+}
 
 /// Chooses the kernel for the layer list. Returns the program, (kernel tensor → spec name)
 /// for every operand and the output, and a description of the kernel.
-fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>) -> Result<Plan> {
+fn plan(
+    spec: &Spec,
+    layers: &[Layer],
+    dt: DType,
+    out_dt: DType,
+    shapes: &BTreeMap<&str, Vec<u64>>,
+) -> Result<Plan> {
     let operand = |layer: usize, field: &str, v: &Option<String>| -> Result<Operand> {
         match v {
             Some(name) if shapes.contains_key(name.as_str()) => Ok(Operand::Tensor(name.clone())),
             Some(name) => bail!(
                 "layer {} ({}): operand {field} = '{name}' is not a declared tensor",
                 layer + 1,
-                spec.layers.get(layer).map_or("?", Layer::op)
+                layers.get(layer).map_or("?", Layer::op)
             ),
             None if layer == 0 => bail!(
                 "layer 1 ({}): operand '{field}' must name a tensor (there is no previous layer)",
-                spec.layers.first().map_or("?", Layer::op)
+                layers.first().map_or("?", Layer::op)
             ),
             None => Ok(Operand::Prev),
         }
@@ -397,7 +494,7 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
             Operand::Prev => bail!(
                 "layer {} ({}): operand '{field}' must name a tensor",
                 layer + 1,
-                spec.layers.get(layer).map_or("?", Layer::op)
+                layers.get(layer).map_or("?", Layer::op)
             ),
         }
     };
@@ -422,11 +519,11 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
     };
     let sim = |e: nrt_core::Error| CliError::new(e.message().to_owned());
     let out = spec.output.clone();
-    if out_dt != dt && !matches!(spec.layers.as_slice(), [Layer::Matmul { .. }]) {
+    if out_dt != dt && !matches!(layers, [Layer::Matmul { .. }]) {
         bail!("output_dtype is only supported for a single matmul layer");
     }
 
-    match spec.layers.as_slice() {
+    match layers {
         [Layer::Matmul { a, b }] => {
             let (a, b) = (tensor(0, "a", a)?, tensor(0, "b", b)?);
             let (k, m) = dims2(&a, "matmul operand a")?;
@@ -439,10 +536,10 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
             }
             let p = kernels::matmul(m, k, n, dt, out_dt).map_err(sim)?;
             let desc = format!("matmul M={m} K={k} N={n} ({dt} → {out_dt})");
-            Ok((p, vec![("lhs_t", a), ("rhs", b), ("out", out)], desc))
+            Ok((p, names(vec![("lhs_t", a), ("rhs", b), ("out", out)]), desc))
         }
         [Layer::Add { a, b }] | [Layer::Mul { a, b }] => {
-            let op = if matches!(spec.layers.first(), Some(Layer::Add { .. })) {
+            let op = if matches!(layers.first(), Some(Layer::Add { .. })) {
                 kernels::Elementwise::Add
             } else {
                 kernels::Elementwise::Mul
@@ -458,7 +555,7 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
             }
             let p = kernels::elementwise(op, rows, cols, dt).map_err(sim)?;
             let desc = format!("elementwise {op:?} {rows}×{cols} ({dt})").to_lowercase();
-            Ok((p, vec![("a", a), ("b", b), ("out", out)], desc))
+            Ok((p, names(vec![("a", a), ("b", b), ("out", out)]), desc))
         }
         [
             Layer::BiasActivation {
@@ -474,7 +571,7 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
             }
             let p = kernels::bias_activation(activation.func(), f, n, dt).map_err(sim)?;
             let desc = format!("bias_activation {activation:?} {f}×{n} ({dt})").to_lowercase();
-            Ok((p, vec![("x", x), ("bias", bias), ("out", out)], desc))
+            Ok((p, names(vec![("x", x), ("bias", bias), ("out", out)]), desc))
         }
         [
             Layer::Matmul { a: w1, b: x },
@@ -501,7 +598,7 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
                         "layer {} ({}): the MLP takes operand '{field}' from the previous layer; \
                          leave it out",
                         layer + 1,
-                        spec.layers.get(layer).map_or("?", Layer::op)
+                        layers.get(layer).map_or("?", Layer::op)
                     );
                 }
             }
@@ -533,14 +630,14 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
             .to_lowercase();
             Ok((
                 p,
-                vec![
+                names(vec![
                     ("x_t", x),
                     ("w1", w1),
                     ("b1", b1),
                     ("w2", w2),
                     ("b2", b2),
                     ("y_t", out),
-                ],
+                ]),
                 desc,
             ))
         }
@@ -549,7 +646,8 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
             bail!(
                 "unsupported layer sequence [{}]: the builders support a single matmul, add, mul \
                  or bias_activation layer, or the two-layer MLP [matmul, bias_activation, matmul, \
-                 bias_activation]",
+                 bias_activation]; other sequences are written as a graph (layers with inputs and \
+                 output)",
                 ops.join(", ")
             )
         }
@@ -557,244 +655,5 @@ fn plan(spec: &Spec, dt: DType, out_dt: DType, shapes: &BTreeMap<&str, Vec<u64>>
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-mod tests {
-    use super::*;
-
-    const MLP: &str = r#"
-name = "mlp"
-dtype = "bf16"
-output = "y"
-[tensors.x]
-kind = "input"
-shape = [8, 4]
-seed = 1
-[tensors.w1]
-kind = "weight"
-shape = [8, 6]
-seed = 2
-[tensors.b1]
-kind = "weight"
-shape = [6]
-seed = 3
-[tensors.w2]
-kind = "weight"
-shape = [6, 3]
-seed = 4
-[tensors.b2]
-kind = "weight"
-shape = [3]
-seed = 5
-[[layers]]
-op = "matmul"
-a = "w1"
-b = "x"
-[[layers]]
-op = "bias_activation"
-bias = "b1"
-activation = "relu"
-[[layers]]
-op = "matmul"
-a = "w2"
-[[layers]]
-op = "bias_activation"
-bias = "b2"
-"#;
-
-    fn try_build(text: &str) -> Result<Built> {
-        build(&parse(text, "t.toml")?, Path::new("."))
-    }
-
-    #[test]
-    fn builds_the_mlp_with_weights_baked_in() {
-        let b = try_build(MLP).unwrap();
-        assert!(
-            b.kernel.starts_with("mlp batch=4 d_in=8 hidden=6 d_out=3"),
-            "{}",
-            b.kernel
-        );
-        let kinds: Vec<(&str, TensorKind)> = b
-            .program
-            .tensors
-            .iter()
-            .map(|t| (t.name.as_str(), t.kind))
-            .collect();
-        assert!(kinds.contains(&("x", TensorKind::Input)));
-        assert!(kinds.contains(&("w1", TensorKind::Const)));
-        assert!(kinds.contains(&("y", TensorKind::Output)));
-        assert_eq!(b.sample_inputs.len(), 1);
-        assert_eq!(b.sample_inputs["x"].len(), 8 * 4 * 2);
-        assert_eq!(b.weights.len(), 4);
-        let neff = nrt_core::neff::parse(&b.neff, &Default::default()).unwrap();
-        let names: Vec<&str> = neff.tensors.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["x", "y"]);
-    }
-
-    #[test]
-    fn seeded_values_are_documented_splitmix() {
-        // SplitMix64 from state 0: first output 0xE220A8397B1DCDAF.
-        assert_eq!(splitmix64(0, 0), 0xE220_A839_7B1D_CDAF);
-        let v = seeded_values(0, 1, 1.0);
-        let u = (0xE220_A839_7B1D_CDAFu64 >> 40) as f64 / 16_777_216.0;
-        assert_eq!(v[0], (2.0 * u - 1.0) as f32);
-        assert!(
-            seeded_values(9, 1000, 2.0)
-                .iter()
-                .all(|x| (-2.0..2.0).contains(x))
-        );
-    }
-
-    #[test]
-    fn refuses_bad_specs_with_clear_messages() {
-        let cases = [
-            (
-                MLP.replace("activation = \"relu\"", "activation = \"swish\""),
-                "t.toml:",
-            ),
-            (
-                MLP.replace("a = \"w2\"", "a = \"w3\""),
-                "operand a = 'w3' is not a declared tensor",
-            ),
-            (
-                MLP.replace("shape = [6, 3]", "shape = [7, 3]"),
-                "'w2' must be [6, d_out]",
-            ),
-            (
-                MLP.replace("dtype = \"bf16\"", "dtype = \"fp64\""),
-                "unknown dtype 'fp64'",
-            ),
-            (
-                MLP.replace(
-                    "op = \"bias_activation\"\nbias = \"b2\"\n",
-                    "op = \"add\"\nb = \"b2\"\n",
-                ),
-                "unsupported layer sequence [matmul, bias_activation, matmul, add]",
-            ),
-            (
-                MLP.replace("seed = 4\n", ""),
-                "weight 'w2' needs a seed or a file",
-            ),
-            (
-                MLP.replace("output = \"y\"", "output = \"x\""),
-                "has the name of a declared tensor",
-            ),
-            (
-                MLP.replace("name = \"mlp\"", "name = \"mlp\"\ncolour = 1"),
-                "unknown field",
-            ),
-            (
-                MLP.replace(
-                    "[[layers]]\nop = \"matmul\"\na = \"w1\"\nb = \"x\"",
-                    "[[layers]]\nop = \"matmul\"\na = \"w1\"",
-                ),
-                "operand 'b' must name a tensor",
-            ),
-        ];
-        for (text, want) in cases {
-            let e = try_build(&text).unwrap_err().to_string();
-            assert!(e.contains(want), "{e:?} should contain {want:?}");
-        }
-    }
-
-    #[test]
-    fn weights_and_inputs_from_npy_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let npy = |name: &str, shape: Vec<u64>, vals: &[f32]| {
-            let a = crate::npy::NpyArray {
-                descr: "<f4".into(),
-                shape,
-                data: vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            };
-            std::fs::write(dir.path().join(name), crate::npy::to_bytes(&a).unwrap()).unwrap();
-        };
-        npy("a.npy", vec![2, 2], &[1.0, 2.0, 3.0, 4.0]);
-        npy("b.npy", vec![2, 2], &[0.5, 0.5, 0.5, 0.5]);
-        let text = r#"
-name = "add"
-[tensors.x]
-kind = "input"
-file = "a.npy"
-[tensors.w]
-kind = "weight"
-file = "b.npy"
-[[layers]]
-op = "add"
-a = "x"
-b = "w"
-"#;
-        let b = build(&parse(text, "s.toml").unwrap(), dir.path()).unwrap();
-        let x: Vec<f32> = b.sample_inputs["x"]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        assert_eq!(x, [1.0, 2.0, 3.0, 4.0]);
-        let w = &b.program.tensors[b.program.tensor_index("w").unwrap()];
-        assert_eq!(w.kind, TensorKind::Const);
-        assert_eq!(w.data.len(), 16);
-        let wrong = text.replace("file = \"a.npy\"", "file = \"a.npy\"\nshape = [4]");
-        let e = build(&parse(&wrong, "s.toml").unwrap(), dir.path())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("has shape [2, 2], the spec says [4]"), "{e}");
-        let missing = text.replace("b.npy", "c.npy");
-        let e = build(&parse(&missing, "s.toml").unwrap(), dir.path())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("cannot read") && e.contains("c.npy"), "{e}");
-    }
-
-    #[test]
-    fn parse_errors_name_line_and_column() {
-        let e = parse("name = \"x\"\nlayers = 3\n", "s.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("s.toml:2:"), "{e}");
-        assert!(!e.contains('\n'));
-    }
-
-    #[test]
-    fn builds_single_layer_kernels() {
-        let mm = r#"
-name = "mm"
-dtype = "bf16"
-output_dtype = "fp32"
-[tensors.a]
-kind = "input"
-shape = [4, 3]
-[tensors.b]
-kind = "weight"
-shape = [4, 5]
-seed = 1
-[[layers]]
-op = "matmul"
-a = "a"
-b = "b"
-"#;
-        let b = try_build(mm).unwrap();
-        assert!(b.sample_inputs.is_empty());
-        let out = &b.program.tensors[b.program.tensor_index("out").unwrap()];
-        assert_eq!((out.dtype, out.shape.clone()), (DType::F32, vec![3, 5]));
-        let add = mm
-            .replace("op = \"matmul\"", "op = \"add\"")
-            .replace("output_dtype = \"fp32\"\n", "")
-            .replace("shape = [4, 5]", "shape = [4, 3]");
-        assert!(
-            try_build(&add)
-                .unwrap()
-                .kernel
-                .starts_with("elementwise add 4×3")
-        );
-        let unused = mm.replace("b = \"b\"\n", "b = \"a\"\n");
-        let e = try_build(&unused).unwrap_err().to_string();
-        assert!(e.contains("tensor 'a' is used by 2 operands"), "{e}");
-        let unused = mm.replace(
-            "[[layers]]",
-            "[tensors.c]\nkind = \"input\"\nshape = [1]\n[[layers]]",
-        );
-        let e = try_build(&unused).unwrap_err().to_string();
-        assert!(
-            e.contains("tensor 'c' is declared but no layer uses it"),
-            "{e}"
-        );
-    }
-}
+#[path = "spec_tests.rs"]
+mod tests;

@@ -101,3 +101,38 @@ pub(crate) fn plumbing_matmul_neff() -> (tempfile::TempDir, String) {
     std::fs::write(&path, nrt_tests::models::plumbing_matmul_neff()).unwrap();
     (dir, path.display().to_string())
 }
+
+/// The seeded-data generator documented at the top of `cli/src/spec.rs`: SplitMix64 from
+/// state `seed + (i+1)·γ`, top 24 bits as `u`, value `(2u − 1)·scale` (before rounding to the
+/// tensor's type).
+pub(crate) fn seeded(seed: u64, n: usize, scale: f64) -> Vec<f32> {
+    (0..n as u64)
+        .map(|i| {
+            let mut z = seed.wrapping_add((i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let u = (z >> 40) as f64 / 16_777_216.0;
+            ((2.0 * u - 1.0) * scale) as f32
+        })
+        .collect()
+}
+
+/// A seeded fp32 tensor of a spec (a parsed TOML table): its shape and its data as f64.
+pub(crate) fn spec_tensor(spec: &toml::Table, name: &str) -> (Vec<usize>, Vec<f64>) {
+    let t = spec["tensors"][name].as_table().unwrap();
+    let shape: Vec<usize> = t["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_integer().unwrap() as usize)
+        .collect();
+    let seed = t["seed"].as_integer().unwrap() as u64;
+    let scale = t
+        .get("scale")
+        .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
+        .unwrap_or(1.0);
+    let n = shape.iter().product();
+    let v = seeded(seed, n, scale).into_iter().map(f64::from).collect();
+    (shape, v)
+}
