@@ -151,12 +151,151 @@ struct Rec {
     bbox: Rect,
 }
 
+/// Bytes per bucket of the index, as a shift: on-chip memories (per-partition offsets), HBM
+/// tensors.
+const ONCHIP_SHIFT: u32 = 9;
+const HBM_SHIFT: u32 = 16;
+/// Buckets of one index at most; bytes past the last bucket's start all fall in it.
+const MAX_BUCKETS: u64 = 1 << 16;
+
+/// The logged accesses of one kind (writes or reads) of one memory, indexed by byte range: a
+/// record is filed under every bucket its bounding box's bytes touch, so a search for the
+/// records that overlap (or lie inside) a rectangle visits only the buckets of that
+/// rectangle's bytes. Each record is visited once per search, in the first bucket the
+/// search shares with it. Removal happens only in a search ([`Index::remove_if`]) whose
+/// buckets include all of the removed record's, so no bucket keeps a removed record's slot.
+#[derive(Clone, Debug)]
+struct Index {
+    shift: u32,
+    slots: Vec<Option<Rec>>,
+    free: Vec<u32>,
+    buckets: Vec<Vec<u32>>,
+}
+
+impl Index {
+    fn new(shift: u32) -> Index {
+        Index {
+            shift,
+            slots: Vec::new(),
+            free: Vec::new(),
+            buckets: Vec::new(),
+        }
+    }
+
+    fn bucket(shift: u32, b: u64) -> usize {
+        // At most MAX_BUCKETS - 1, which fits any usize this crate builds for.
+        (b >> shift).min(MAX_BUCKETS - 1) as usize
+    }
+
+    /// The first and last bucket a record with bounding box `r` is filed under.
+    fn home(shift: u32, r: &Rect) -> (usize, usize) {
+        let last = r.b1.saturating_sub(1).max(r.b0);
+        (Index::bucket(shift, r.b0), Index::bucket(shift, last))
+    }
+
+    /// The buckets holding every record that overlaps `r` or lies inside it (the byte ranges
+    /// are half-open; the last bucket is `r.b1`'s so that an empty record at `r.b1` is
+    /// found), clipped to the buckets that exist; `None` when there are none.
+    fn reach(&self, r: &Rect) -> Option<(usize, usize)> {
+        let lo = Index::bucket(self.shift, r.b0);
+        let hi = Index::bucket(self.shift, r.b1.max(r.b0)).min(self.buckets.len().checked_sub(1)?);
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    fn push(&mut self, rec: Rec) {
+        let (lo, hi) = Index::home(self.shift, &rec.bbox);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(rec);
+                id
+            }
+            None => {
+                self.slots.push(Some(rec));
+                // Slots are fewer than the log's records, far below u32::MAX.
+                (self.slots.len() - 1) as u32
+            }
+        };
+        if self.buckets.len() <= hi {
+            self.buckets.resize_with(hi + 1, Vec::new);
+        }
+        for b in &mut self.buckets[lo..=hi] {
+            b.push(id);
+        }
+    }
+
+    /// Calls `f` once on every record that may overlap `r` or lie inside it (a superset:
+    /// the records sharing a bucket with it), newest first within a bucket.
+    fn visit(&self, r: &Rect, mut f: impl FnMut(&Rec)) {
+        let Some((lo, hi)) = self.reach(r) else {
+            return;
+        };
+        for (k, bucket) in self.buckets[lo..=hi].iter().enumerate() {
+            let k = lo + k;
+            for &id in bucket.iter().rev() {
+                if let Some(rec) = &self.slots[id as usize] {
+                    if Index::home(self.shift, &rec.bbox).0.max(lo) == k {
+                        f(rec);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes the records inside `r`'s buckets for which `useless` holds; the caller's
+    /// predicate holds only for records whose bounding box lies inside `r`.
+    fn remove_if(&mut self, r: &Rect, useless: impl Fn(&Rec) -> bool) {
+        let Some((lo, hi)) = self.reach(r) else {
+            return;
+        };
+        let shift = self.shift;
+        let Index {
+            slots,
+            free,
+            buckets,
+            ..
+        } = self;
+        for (k, bucket) in buckets[lo..=hi].iter_mut().enumerate() {
+            let k = lo + k;
+            bucket.retain(|&id| {
+                let slot = &mut slots[id as usize];
+                // Removed earlier in this pass, from a lower bucket.
+                let Some(rec) = slot else { return false };
+                if Index::home(shift, &rec.bbox).0.max(lo) == k && useless(rec) {
+                    *slot = None;
+                    free.push(id);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+}
+
 /// The logged accesses of one memory, writes and reads apart: a read conflicts only with
-/// writes, so it scans only those (a kernel's inputs collect many reads and no writes).
-#[derive(Clone, Debug, Default)]
+/// writes, so it searches only those (a kernel's inputs collect many reads and no writes).
+#[derive(Clone, Debug)]
 struct Recs {
-    writes: Vec<Rec>,
-    reads: Vec<Rec>,
+    writes: Index,
+    reads: Index,
+}
+
+impl Recs {
+    fn new(mem: MemKey) -> Recs {
+        let shift = match mem {
+            MemKey::Sbuf | MemKey::Psum => ONCHIP_SHIFT,
+            MemKey::Hbm(_) => HBM_SHIFT,
+        };
+        Recs {
+            writes: Index::new(shift),
+            reads: Index::new(shift),
+        }
+    }
 }
 
 /// Every access that may still order a future one, per memory.
@@ -186,17 +325,20 @@ impl Log {
             let Some(own_box) = acc.bbox() else {
                 continue;
             };
-            let reads: &[Rec] = if acc.write { &recs.reads } else { &[] };
-            // Newest first: a found conflict raises the slot, so older records of that agent
-            // fail the cheap position test before the rectangle test.
-            for r in recs.writes.iter().rev().chain(reads.iter().rev()) {
+            // Newest first within a bucket: a found conflict raises the slot, so older
+            // records of that agent fail the cheap position test before the rectangle test.
+            let mut check = |r: &Rec| {
                 if Some(r.agent) == own {
-                    continue;
+                    return;
                 }
                 let slot = &mut needs[r.agent.index()];
                 if r.pos > *slot && acc.overlaps(&own_box, &r.rects, &r.bbox) {
                     *slot = r.pos;
                 }
+            };
+            recs.writes.visit(&own_box, &mut check);
+            if acc.write {
+                recs.reads.visit(&own_box, &mut check);
             }
         }
     }
@@ -205,7 +347,10 @@ impl Log {
     pub(crate) fn record(&mut self, accesses: &[Access], agent: Agent, pos: u32) {
         for acc in accesses {
             let Some(bbox) = acc.bbox() else { continue };
-            let recs = self.mems.entry(acc.mem).or_default();
+            let recs = self
+                .mems
+                .entry(acc.mem)
+                .or_insert_with(|| Recs::new(acc.mem));
             let useless = |r: &Rec| {
                 (acc.write || (!r.write && r.agent == agent))
                     && bbox.contains(&r.bbox)
@@ -213,21 +358,21 @@ impl Log {
             };
             // A read makes no write useless (only its own agent's reads it covers).
             if acc.write {
-                recs.writes.retain(|r| !useless(r));
+                recs.writes.remove_if(&bbox, useless);
             }
-            recs.reads.retain(|r| !useless(r));
-            let list = if acc.write {
-                &mut recs.writes
-            } else {
-                &mut recs.reads
-            };
-            list.push(Rec {
+            recs.reads.remove_if(&bbox, useless);
+            let rec = Rec {
                 agent,
                 pos,
                 write: acc.write,
                 rects: acc.rects.clone(),
                 bbox,
-            });
+            };
+            if acc.write {
+                recs.writes.push(rec);
+            } else {
+                recs.reads.push(rec);
+            }
         }
     }
 
@@ -283,5 +428,112 @@ mod tests {
         // A covering write replaces both records.
         log.record(&[w(0, 128)], Agent::engine(EngineId::GpSimd), 1);
         assert_eq!(log.len(), 1);
+    }
+
+    /// The plain linear log the index replaced: every record in one list, each search and
+    /// pruning a scan of all of them.
+    #[derive(Default)]
+    struct Linear(Vec<(MemKey, Rec)>);
+
+    impl Linear {
+        fn needs(&self, accesses: &[Access], own: Option<Agent>, needs: &mut Clock) {
+            for acc in accesses {
+                let Some(own_box) = acc.bbox() else { continue };
+                for (m, r) in &self.0 {
+                    if *m == acc.mem
+                        && (acc.write || r.write)
+                        && Some(r.agent) != own
+                        && acc.overlaps(&own_box, &r.rects, &r.bbox)
+                    {
+                        let slot = &mut needs[r.agent.index()];
+                        *slot = (*slot).max(r.pos);
+                    }
+                }
+            }
+        }
+
+        fn record(&mut self, accesses: &[Access], agent: Agent, pos: u32) {
+            for acc in accesses {
+                let Some(bbox) = acc.bbox() else { continue };
+                self.0.retain(|(m, r)| {
+                    !(*m == acc.mem
+                        && (acc.write || (!r.write && r.agent == agent))
+                        && bbox.contains(&r.bbox)
+                        && acc.covers(&r.rects))
+                });
+                let rec = Rec {
+                    agent,
+                    pos,
+                    write: acc.write,
+                    rects: acc.rects.clone(),
+                    bbox,
+                };
+                self.0.push((acc.mem, rec));
+            }
+        }
+    }
+
+    /// The indexed log against the linear one on random access sequences: the same needs
+    /// for every search and the same number of records after every pruning.
+    #[test]
+    fn index_matches_linear_search() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let engines = [
+            EngineId::Sync,
+            EngineId::Tensor,
+            EngineId::Vector,
+            EngineId::Scalar,
+            EngineId::GpSimd,
+        ];
+        for round in 0..40 {
+            let mut log = Log::default();
+            let mut lin = Linear::default();
+            // Small rounds crowd a few buckets; large ones spread over many (and past the
+            // bucket cap for HBM).
+            let span = if round % 2 == 0 { 4096 } else { 1 << 40 };
+            let mut pos = [0u32; AGENTS];
+            for _ in 0..300 {
+                let e = engines[next(5) as usize];
+                let agent = if next(4) == 0 {
+                    Agent::queue(next(2) as u8, e)
+                } else {
+                    Agent::engine(e)
+                };
+                let mut accs = Vec::new();
+                for _ in 0..1 + next(3) {
+                    let mem = match next(3) {
+                        0 => MemKey::Sbuf,
+                        1 => MemKey::Psum,
+                        _ => MemKey::Hbm(next(2) as u32),
+                    };
+                    let rects = (0..next(4))
+                        .map(|_| {
+                            let p0 = next(128) as u32;
+                            let p1 = p0 + next(129 - u64::from(p0)) as u32;
+                            let b0 = next(span);
+                            let len = if next(3) == 0 { span } else { 2048 };
+                            let b1 = b0 + next(len);
+                            rect(p0, p1, b0, b1)
+                        })
+                        .collect();
+                    accs.push(Access::of_rects(mem, next(2) == 0, rects));
+                }
+                let own = (next(3) != 0).then_some(agent);
+                let (mut a, mut b) = ([0u32; AGENTS], [0u32; AGENTS]);
+                log.needs_except(&accs, own, &mut a);
+                lin.needs(&accs, own, &mut b);
+                assert_eq!(a, b);
+                pos[agent.index()] += 1;
+                log.record(&accs, agent, pos[agent.index()]);
+                lin.record(&accs, agent, pos[agent.index()]);
+                assert_eq!(log.len(), lin.0.len());
+            }
+        }
     }
 }

@@ -207,10 +207,13 @@ impl Sync {
             let mut n = *found;
             // Transfers on one queue are ordered by it: no need on its own earlier accesses.
             n[q.index()] = 0;
-            let prev = self.position(q);
-            for (i, x) in n.iter_mut().enumerate() {
-                if self.implies(q, prev, Agent::from_index(i), *x) {
-                    *x = 0;
+            // `implies(q, prev, a, x)` for every agent, with the queue's snapshot looked up
+            // once (the queue's own slot is already 0).
+            if let Some(s) = self.snap(q, self.position(q)) {
+                for (x, &known) in n.iter_mut().zip(s.iter()) {
+                    if known >= *x {
+                        *x = 0;
+                    }
                 }
             }
             join(&mut all, &n);

@@ -2,7 +2,7 @@
 //! whose descriptors are the same up to one source and one destination offset delta share
 //! one), and the compaction of the table once rerolled triggers reference fewer descriptors.
 
-use std::collections::HashMap;
+use super::hash::FastMap;
 
 use crate::engine::isa::{
     DmaBlock, DmaDescriptor, DmaEndpoint, DynTerm, EngineId, Instr, TermSlot,
@@ -42,7 +42,7 @@ type DescKey = Vec<(DmaEndpoint, i64, DmaEndpoint, i64, u32)>;
 #[derive(Default)]
 pub(super) struct Canon {
     /// Key (descriptors relative to their first's offsets) → (id, first's src, dst offsets).
-    sets: HashMap<DescKey, (u32, i64, i64)>,
+    sets: FastMap<DescKey, (u32, i64, i64)>,
 }
 
 impl Canon {

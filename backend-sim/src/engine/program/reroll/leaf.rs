@@ -3,7 +3,7 @@
 //! pattern offsets and start partitions, the semaphore immediate, a trigger's first
 //! descriptor and its descriptors' offsets relative to a canonical descriptor set).
 
-use std::collections::HashMap;
+use super::hash::FastMap;
 
 use super::super::encode_instr::put_instr;
 use crate::engine::isa::{Instr, TermSlot};
@@ -21,7 +21,7 @@ pub(super) const FIELDS: usize = 16;
 /// Interned shapes: byte keys to dense ids.
 #[derive(Default)]
 pub(super) struct Shapes {
-    ids: HashMap<Vec<u8>, u32>,
+    ids: FastMap<Vec<u8>, u32>,
 }
 
 impl Shapes {

@@ -31,9 +31,10 @@
 //! identical; only the loop instructions' sequencer ticks are added (docs/SIM_ISA.md, "Loops").
 
 mod dma;
+mod hash;
 mod leaf;
 
-use std::collections::HashMap;
+use hash::FastMap;
 
 use super::Program;
 use super::loops::MAX_LOOP_COUNT;
@@ -229,7 +230,7 @@ fn pass(nodes: Vec<Node>, shapes: &mut Shapes, max_height: u8) -> (Vec<Node>, bo
     }
     let seg = |a: usize, len: usize| pre[a + len].wrapping_sub(pre[a].wrapping_mul(pw[len]));
     let mut next = vec![NONE; n];
-    let mut last: HashMap<u32, usize> = HashMap::new();
+    let mut last: FastMap<u32, usize> = FastMap::default();
     for i in (0..n).rev() {
         if let Some(&j) = last.get(&h[i]) {
             next[i] = j;
