@@ -5,7 +5,6 @@
 //! are called with the operation constant), so results are the same bit for bit.
 
 use crate::engine::isa::{ActFn, AluOp, activate};
-use crate::engine::nan::canon;
 
 /// `u ← u op s` (`u ← s op u` when `reverse`) on every element of `row`.
 pub(super) fn step_row(op: AluOp, reverse: bool, row: &mut [f32], s: f32) {
@@ -28,11 +27,12 @@ pub(super) fn step_row(op: AluOp, reverse: bool, row: &mut [f32], s: f32) {
     }
 }
 
-/// `u ← canon(activate(func, u·s + b))` on every element of `row`.
+/// `u ← activate(func, u·s + b)` on every element of `row` ([`activate`]'s result is
+/// already canonical: no further NaN canonicalisation).
 pub(super) fn activate_row(func: ActFn, row: &mut [f32], s: f32, b: f32) {
     #[inline(always)]
     fn go(row: &mut [f32], s: f32, b: f32, f: impl Fn(f32) -> f32) {
-        row.iter_mut().for_each(|u| *u = canon(f(*u * s + b)));
+        row.iter_mut().for_each(|u| *u = f(*u * s + b));
     }
     match func {
         ActFn::Exp => go(row, s, b, |t| activate(ActFn::Exp, t)),
