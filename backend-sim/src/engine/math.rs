@@ -32,26 +32,59 @@ pub fn exp_f64(x: f64) -> f64 {
     let k = round_ties_even_small(x * LOG2E);
     let r = (x - k * LN2_HI) - k * LN2_LO;
     // Horner on the Taylor series of e^r, |r| <= 0.35.
-    let mut p = 1.0 / 6_227_020_800.0; // 1/13!
-    let coeffs = [
-        1.0 / 479_001_600.0,
-        1.0 / 39_916_800.0,
-        1.0 / 3_628_800.0,
-        1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        1.0 / 5_040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ];
-    for c in coeffs {
+    let mut p = EXP_C13;
+    for c in EXP_COEFFS {
         p = p * r + c;
     }
     scale_pow2(p, k as i32)
+}
+
+/// 1/13!, the leading coefficient of [`exp_f64`]'s polynomial.
+const EXP_C13: f64 = 1.0 / 6_227_020_800.0;
+
+/// The rest of [`exp_f64`]'s Horner coefficients, 1/12! down to 1/0!.
+const EXP_COEFFS: [f64; 13] = [
+    1.0 / 479_001_600.0,
+    1.0 / 39_916_800.0,
+    1.0 / 3_628_800.0,
+    1.0 / 362_880.0,
+    1.0 / 40_320.0,
+    1.0 / 5_040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+    1.0,
+    1.0,
+];
+
+/// Four lanes of `activation(ActFunc::Exp, t)`, the same bits: when every lane lies in
+/// [−690, 690] (no NaN, no clamp, and |k| ≤ 996 so [`scale_pow2`] is one multiply) the four
+/// [`exp_f64`] evaluations run interleaved, the same operations in the same order per lane
+/// (independent dependency chains the CPU overlaps); otherwise each lane goes through
+/// [`activation`].
+pub(crate) fn exp_f32_x4(t: [f32; 4]) -> [f32; 4] {
+    if !t.iter().all(|&v| (-690.0..=690.0).contains(&v)) {
+        return t.map(|v| activation(ActFunc::Exp, v));
+    }
+    let x = t.map(f64::from);
+    let k = x.map(|x| round_ties_even_small(x * LOG2E));
+    let mut r = [0.0f64; 4];
+    for ((r, &x), &k) in r.iter_mut().zip(&x).zip(&k) {
+        *r = (x - k * LN2_HI) - k * LN2_LO;
+    }
+    let mut p = [EXP_C13; 4];
+    for c in EXP_COEFFS {
+        for (p, &r) in p.iter_mut().zip(&r) {
+            *p = *p * r + c;
+        }
+    }
+    let mut y = [0.0f32; 4];
+    for ((y, &p), &k) in y.iter_mut().zip(&p).zip(&k) {
+        *y = canon((p * pow2(k as i32)) as f32);
+    }
+    y
 }
 
 /// `v` rounded to an integer, ties to even, for `|v| < 2^51` (here `|v| ≤ 1075`): adding

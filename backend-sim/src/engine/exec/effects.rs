@@ -234,39 +234,41 @@ pub(super) fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) 
 pub(super) fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
     let f = ap.free_elems() as usize;
     let parts = usize::from(ap.partitions);
-    out.truncate(parts * f);
-    out.resize(parts * f, 0.0);
+    // Rows are appended, a contiguous row straight from its bytes (no zero fill first).
+    out.clear();
+    out.reserve(parts * f);
     let es = ap.dtype.size();
     let dt = ap.dtype;
     let contiguous = ap.is_contiguous();
-    for (pi, row) in out.chunks_exact_mut(f.max(1)).enumerate() {
+    for pi in 0..parts {
         let part = m.partition(usize::from(ap.start_partition) + pi);
+        let start = out.len();
         if contiguous {
             let off = ap.offset as usize;
             if let Some(src) = part.get(off..off + f * es) {
                 if dt == DType::F32 {
-                    for (o, c) in row.iter_mut().zip(src.chunks_exact(4)) {
-                        *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    }
+                    out.extend(
+                        src.chunks_exact(4)
+                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                    );
                 } else if dt == DType::Bf16 {
-                    for (o, c) in row.iter_mut().zip(src.chunks_exact(2)) {
-                        *o = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
-                    }
+                    out.extend(src.chunks_exact(2).map(|c| {
+                        f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)
+                    }));
                 } else {
-                    for (o, c) in row.iter_mut().zip(src.chunks_exact(es)) {
-                        *o = load_f32(dt, c);
-                    }
+                    out.extend(src.chunks_exact(es).map(|c| load_f32(dt, c)));
                 }
-            } else {
-                row.fill(0.0);
             }
+            out.resize(start + f, 0.0);
         } else {
-            row.fill(0.0);
-            ap.for_each_offset(|i, o| {
-                if let (Some(dst), Some(src)) = (row.get_mut(i), part.get(o..o + es)) {
-                    *dst = load_f32(dt, src);
-                }
-            });
+            out.resize(start + f, 0.0);
+            if let Some(row) = out.get_mut(start..) {
+                ap.for_each_offset(|i, o| {
+                    if let (Some(dst), Some(src)) = (row.get_mut(i), part.get(o..o + es)) {
+                        *dst = load_f32(dt, src);
+                    }
+                });
+            }
         }
     }
 }

@@ -8,8 +8,9 @@
 
 use super::Executor;
 use super::effects::{all_int, gather_f32, gather_i32, mem, mem_mut, scatter_f32, scatter_i32};
+use super::rowops::{activate_row, step_row};
 use crate::engine::dtype::{DType, f32_to_i32};
-use crate::engine::isa::{AluOp, Bias, Instr, Operand, activate, max_num};
+use crate::engine::isa::{AluOp, Bias, Instr, Operand, max_num};
 use crate::engine::memory::OnChip;
 use crate::engine::nan::canon;
 
@@ -62,15 +63,14 @@ impl Executor<'_, '_> {
                     let at = |i: usize, p: usize| {
                         s.get(i).and_then(|v| v.get(p)).copied().unwrap_or(0.0)
                     };
-                    // The first step, then the second, on each element (as one chain), the
-                    // per-row operands fetched once per row.
+                    // The first step, then the second, on each element: the steps are
+                    // element-wise, so the first over the row and then the second over the
+                    // row give each element the same chain; the per-row operands fetched
+                    // once per row, each step's operation chosen once per row.
                     for (p, row) in x.chunks_mut(f.max(1)).enumerate() {
-                        let (v0, v1) = (at(0, p), at(1, p));
-                        match second {
-                            None => row.iter_mut().for_each(|u| *u = first.f32(*u, v0)),
-                            Some(sec) => row
-                                .iter_mut()
-                                .for_each(|u| *u = sec.f32(first.f32(*u, v0), v1)),
+                        step_row(first.op, first.reverse, row, at(0, p));
+                        if let Some(sec) = second {
+                            step_row(sec.op, sec.reverse, row, at(1, p));
                         }
                     }
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
@@ -161,9 +161,7 @@ impl Executor<'_, '_> {
                     } else {
                         0.0
                     };
-                    for u in row.iter_mut() {
-                        *u = canon(activate(func, *u * s + b));
-                    }
+                    activate_row(func, row, s, b);
                     // The fold, in element order, after the row (one dispatch per row).
                     match rop {
                         None => {}

@@ -41,6 +41,7 @@ mod issue;
 mod loops;
 mod reduce;
 pub(super) mod report;
+mod rowops;
 mod select;
 
 use std::collections::VecDeque;

@@ -69,10 +69,7 @@ impl Executor<'_, '_> {
                 gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
                 let mut r = Vec::with_capacity(usize::from(out.partitions) * 6);
                 for row in x.chunks(f.max(1)) {
-                    for parity in 0..2 {
-                        let (n, mean, m2) = moments(row.iter().skip(parity).step_by(2).copied());
-                        r.extend([n, mean, m2]);
-                    }
+                    r.extend(moments_even_odd(row));
                 }
                 scatter_f32(mem_mut(sbuf, psum, out.space), &out, &r);
             }
@@ -129,25 +126,44 @@ impl Executor<'_, '_> {
     }
 }
 
-/// `(count, mean, count·variance)` of `xs` in binary32, two passes in order: the sum from +0
-/// divided by the count, then the sum from +0 of the squared deviations. No element: (0, 0, 0).
-fn moments(xs: impl Iterator<Item = f32> + Clone) -> (f32, f32, f32) {
-    let mut n = 0.0f32;
-    let mut sum = 0.0f32;
-    for x in xs.clone() {
-        n += 1.0;
-        sum += x;
+/// `(count, mean, count·variance)` of the even-indexed elements of `row`, then of the
+/// odd-indexed ones, in binary32, each in two passes in order: the sum from +0 divided by the
+/// count, then the sum from +0 of the squared deviations. No element: (0, 0, 0). Both parities
+/// are summed in the same pass over the row (each sum still in its own element order); the
+/// count is what counting up by 1.0 in binary32 gives (it stops at 2²⁴).
+fn moments_even_odd(row: &[f32]) -> [f32; 6] {
+    let pairs = row.chunks_exact(2);
+    let last = pairs.remainder().first().copied();
+    let (mut s0, mut s1) = (0.0f32, 0.0f32);
+    for c in pairs.clone() {
+        s0 += c[0];
+        s1 += c[1];
     }
-    if n == 0.0 {
-        return (0.0, 0.0, 0.0);
+    if let Some(x) = last {
+        s0 += x;
     }
-    let mean = sum / n;
-    let mut m2 = 0.0f32;
-    for x in xs {
-        let d = x - mean;
-        m2 += d * d;
+    let count = |k: usize| k.min(1 << 24) as f32;
+    let (n0, n1) = (count(row.len().div_ceil(2)), count(row.len() / 2));
+    let (m0, m1) = (s0 / n0, s1 / n1);
+    let (mut q0, mut q1) = (0.0f32, 0.0f32);
+    for c in pairs {
+        let (d0, d1) = (c[0] - m0, c[1] - m1);
+        q0 += d0 * d0;
+        q1 += d1 * d1;
     }
-    (n, canon(mean), canon(m2))
+    if let Some(x) = last {
+        let d0 = x - m0;
+        q0 += d0 * d0;
+    }
+    let one = |n: f32, m: f32, q: f32| {
+        if n == 0.0 {
+            [0.0, 0.0, 0.0]
+        } else {
+            [n, canon(m), canon(q)]
+        }
+    };
+    let (a, b) = (one(n0, m0, q0), one(n1, m1, q1));
+    [a[0], a[1], a[2], b[0], b[1], b[2]]
 }
 
 /// Mean and (population) variance from `(count, mean, count·variance)` triples, folded left to
@@ -221,9 +237,12 @@ mod tests {
 
     #[test]
     fn aggregate_of_one_stats_group_is_its_moments() {
-        let (n, m, v) = moments([1.0f32, 2.0, 3.0, 4.0].into_iter());
-        assert_eq!((n, m, v), (4.0, 2.5, 5.0));
-        assert_eq!(aggregate(&[n, m, v]), (2.5, 1.25));
+        // Even-indexed 1, 3, 5 (mean 3, squared deviations 4 + 0 + 4); odd-indexed 2, 4 (mean
+        // 3, 1 + 1).
+        let m = moments_even_odd(&[1.0f32, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(m, [3.0, 3.0, 8.0, 2.0, 3.0, 2.0]);
+        assert_eq!(moments_even_odd(&[5.0]), [1.0, 5.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(aggregate(&[4.0, 2.5, 5.0]), (2.5, 1.25));
         assert!(aggregate(&[0.0, 1.0, 1.0]).0.is_nan());
     }
 }
