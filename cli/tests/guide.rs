@@ -262,3 +262,27 @@ fn the_guide_kernels_are_the_example_program() {
     }
     assert!(found >= 5, "the guide shows {found} kernel functions");
 }
+
+/// The example's `softmax_naive_unrolled` (the `reroll` comparison's unrolled build) is
+/// `softmax_naive` line for line, comments aside, but for its name and its last call.
+#[test]
+fn the_unrolled_naive_kernel_is_the_naive_kernel() {
+    let example = std::fs::read_to_string(root().join("kernel/examples/softmax.rs")).unwrap();
+    let body = |name: &str| -> Vec<String> {
+        let start = example
+            .find(&format!("fn {name}("))
+            .unwrap_or_else(|| panic!("kernel/examples/softmax.rs has no fn {name}"));
+        let end = start + example[start..].find("\n}\n").unwrap();
+        example[start..end]
+            .lines()
+            .skip(1)
+            .map(|l| l.split(" // ").next().unwrap_or(l).trim_end().to_string())
+            .collect()
+    };
+    let naive = body("softmax_naive");
+    let unrolled: Vec<String> = body("softmax_naive_unrolled")
+        .into_iter()
+        .map(|l| l.replace("k.build_unrolled()", "k.build()"))
+        .collect();
+    assert_eq!(unrolled, naive);
+}
