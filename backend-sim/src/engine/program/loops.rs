@@ -223,76 +223,73 @@ impl Program {
     /// The loop and term rules (see the module documentation); `sizes` are the tensors' byte
     /// sizes. Called by `Program::validate_as` after the per-instruction checks.
     pub(super) fn validate_loops(&self, minor: u16, sizes: &[u64]) -> Result<(), Error> {
-        validate_loops(self, minor, sizes)
-    }
-}
-
-fn validate_loops(p: &Program, minor: u16, sizes: &[u64]) -> Result<(), Error> {
-    if p.terms.len() > MAX_TERMS {
-        return Err(err!(Invalid, "more than {MAX_TERMS} dynamic terms"));
-    }
-    for (i, w) in p.terms.windows(2).enumerate() {
-        if let [a, b] = w {
-            if a.key() >= b.key() {
+        let p = self;
+        if p.terms.len() > MAX_TERMS {
+            return Err(err!(Invalid, "more than {MAX_TERMS} dynamic terms"));
+        }
+        for (i, w) in p.terms.windows(2).enumerate() {
+            if let [a, b] = w {
+                if a.key() >= b.key() {
+                    return Err(err!(
+                        Invalid,
+                        "dynamic term {}: the table must be sorted by engine, pc, slot and register, \
+                     each combination at most once",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        let mut dma_budget = 0u64;
+        let mut next = 0usize;
+        for engine in EngineId::ALL {
+            let stream = p.stream(engine);
+            let mut has_loops = false;
+            let dynamic = walk(engine, stream, |pc, ins, stack| {
+                has_loops |= ins.is_loop();
+                let start = next;
+                while p
+                    .terms
+                    .get(next)
+                    .is_some_and(|t| t.engine == engine && t.pc as usize == pc)
+                {
+                    next += 1;
+                }
+                let terms = p.terms.get(start..next).unwrap_or(&[]);
+                if terms.is_empty() {
+                    return Ok(());
+                }
+                check_terms(
+                    p,
+                    engine,
+                    pc,
+                    ins,
+                    terms,
+                    stack,
+                    minor,
+                    sizes,
+                    &mut dma_budget,
+                )
+            })?;
+            if let Some(t) = p.terms.get(next).filter(|t| t.engine == engine) {
                 return Err(err!(
                     Invalid,
-                    "dynamic term {}: the table must be sorted by engine, pc, slot and register, \
-                     each combination at most once",
-                    i + 1
+                    "dynamic term {next}: {engine} has no instruction {} (the stream has {})",
+                    t.pc,
+                    stream.len()
                 ));
             }
-        }
-    }
-    let mut dma_budget = 0u64;
-    let mut next = 0usize;
-    for engine in EngineId::ALL {
-        let stream = p.stream(engine);
-        let mut has_loops = false;
-        let dynamic = walk(engine, stream, |pc, ins, stack| {
-            has_loops |= ins.is_loop();
-            let start = next;
-            while p
-                .terms
-                .get(next)
-                .is_some_and(|t| t.engine == engine && t.pc as usize == pc)
-            {
-                next += 1;
+            if dynamic > MAX_DYNAMIC_INSTRS {
+                return Err(err!(
+                    Invalid,
+                    "{engine}: the stream's loops execute more than {MAX_DYNAMIC_INSTRS} instructions"
+                ));
             }
-            let terms = p.terms.get(start..next).unwrap_or(&[]);
-            if terms.is_empty() {
-                return Ok(());
+            if has_loops {
+                check_looped(engine, stream, &partners(stream))?;
             }
-            check_terms(
-                p,
-                engine,
-                pc,
-                ins,
-                terms,
-                stack,
-                minor,
-                sizes,
-                &mut dma_budget,
-            )
-        })?;
-        if let Some(t) = p.terms.get(next).filter(|t| t.engine == engine) {
-            return Err(err!(
-                Invalid,
-                "dynamic term {next}: {engine} has no instruction {} (the stream has {})",
-                t.pc,
-                stream.len()
-            ));
         }
-        if dynamic > MAX_DYNAMIC_INSTRS {
-            return Err(err!(
-                Invalid,
-                "{engine}: the stream's loops execute more than {MAX_DYNAMIC_INSTRS} instructions"
-            ));
-        }
-        if has_loops {
-            check_looped(engine, stream, &partners(stream))?;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
