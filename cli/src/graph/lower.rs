@@ -1,11 +1,11 @@
 //! Lowering one graph op into the kernel through `nrt_kernel::library` (matmul, transpose,
-//! element-wise binary ops, softmax, layer/RMS norm, reductions, attention, conv2d, pooling);
-//! the activations and the copy a reshaped model output needs, which the library has no
-//! routine for, are the row-wise routines of `rows.rs`. Every op reads its inputs from HBM
-//! views and writes its output to an HBM view (a kernel output or scratch tensor); the
-//! kernel orders them.
+//! element-wise binary ops, activations, softmax, layer/RMS norm, reductions, attention,
+//! conv2d, pooling, and the copy a reshaped model output needs). Every op reads its inputs
+//! from HBM views and writes its output to an HBM view (a kernel output or scratch tensor);
+//! the kernel orders them.
 
 use nrt_core::{Error, err};
+use nrt_kernel::library::activation::{activation, copy};
 use nrt_kernel::library::attention::{AttentionConfig, multi_head_attention};
 use nrt_kernel::library::conv::conv2d;
 use nrt_kernel::library::elementwise::binary;
@@ -18,7 +18,6 @@ use nrt_kernel::library::transpose::transpose;
 use nrt_kernel::{AluOp, Kernel, View};
 
 use super::ops::{Op, axis_index};
-use super::rows;
 
 /// Emits `out = op(ins)`; the shapes were inferred by `Op::infer`.
 pub(crate) fn lower(k: &mut Kernel, op: &Op, out: &View, ins: &[View]) -> Result<(), Error> {
@@ -52,7 +51,7 @@ pub(crate) fn lower(k: &mut Kernel, op: &Op, out: &View, ins: &[View]) -> Result
         }
         Op::Binary(alu) => binary(k, out, x, second()?, *alu),
         Op::BiasAdd => binary(k, out, x, second()?, AluOp::Add),
-        Op::Act(f) => rows::activation(k, out, x, *f),
+        Op::Act(f) => activation(k, out, x, *f),
         Op::Softmax => softmax(k, out, x),
         Op::LayerNorm { eps } => layernorm(k, out, x, ins.get(1), ins.get(2), *eps),
         Op::RmsNorm { eps } => rmsnorm(k, out, x, ins.get(1), *eps),
@@ -97,6 +96,6 @@ pub(crate) fn lower(k: &mut Kernel, op: &Op, out: &View, ins: &[View]) -> Result
             };
             pool2d(k, out, x, &cfg)
         }
-        Op::Reshape(_) | Op::Flatten { .. } => rows::copy(k, out, &x.reshape(&out.shape())?),
+        Op::Reshape(_) | Op::Flatten { .. } => copy(k, out, &x.reshape(&out.shape())?),
     }
 }

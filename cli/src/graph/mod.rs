@@ -19,7 +19,6 @@
 mod attrs;
 mod lower;
 mod ops;
-mod rows;
 
 use std::collections::BTreeMap;
 

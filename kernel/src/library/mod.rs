@@ -69,6 +69,7 @@
 //! * [`matmul`], [`transpose`], [`softmax`], [`norm`] (layernorm, rmsnorm), [`elementwise`]
 //!   (broadcasting binary operations), [`reduce`] (axis reductions).
 
+pub mod activation;
 pub mod attention;
 pub mod conv;
 pub mod elementwise;

@@ -7,7 +7,7 @@ use crate::handle::Memory;
 use crate::kernel::Kernel;
 use crate::pool::TilePool;
 use crate::tensors::Tensor;
-use crate::view::View;
+use crate::view::{Dim, View};
 
 /// Partitions of an on-chip tile.
 pub(crate) const P: usize = 128;
@@ -107,4 +107,76 @@ pub(crate) fn release<T, const N: usize>(
     }
     let v = r?;
     freed.map(|()| v)
+}
+
+/// The `[rows ≤ 128, cols ≤ free]` blocks of a flat view `v` (rank 1, contiguous) of `n`
+/// elements, in element order: the first `⌊n/128⌋·128` elements as `[128, ⌊n/128⌋]` cut into
+/// column blocks of at most `free`, then the remaining `n mod 128` as `[n mod 128, 1]`.
+pub(crate) fn flat_blocks(v: &View, free: usize) -> Result<Vec<View>, Error> {
+    let n = v.elems();
+    let (main, rem) = (n / P * P, n % P);
+    let per = main / P;
+    let mut out = Vec::new();
+    if main > 0 {
+        let m = v.slice(0, 0..main)?.reshape(&[P, per])?;
+        for (c0, cn) in blocks(per, free) {
+            out.push(m.slice(1, c0..c0 + cn)?);
+        }
+    }
+    if rem > 0 {
+        out.push(v.slice(0, main..n)?.reshape(&[rem, 1])?);
+    }
+    Ok(out)
+}
+
+/// The `[rows ≤ 128, cols ≤ free]` blocks of any HBM view of rank ≥ 1, contiguous or not:
+/// the last dimension gives the columns, the second-to-last the rows (one row at rank 1),
+/// and every index of the dimensions before them its own blocks, in row-major order.
+pub(crate) fn row_blocks(v: &View, free: usize) -> Result<Vec<View>, Error> {
+    let mut w = v.clone();
+    if w.dims.len() < 2 {
+        w.dims.insert(0, Dim { size: 1, stride: 1 });
+    }
+    let r = w.dims.len();
+    let lead: Vec<usize> = w.dims[..r - 2].iter().map(|d| d.size).collect();
+    let (rows, cols) = (w.dims[r - 2].size, w.dims[r - 1].size);
+    let mut out = Vec::new();
+    for idx in 0..lead.iter().product::<usize>() {
+        let mut plane = w.clone();
+        let mut rest = idx;
+        let mut at = vec![0; lead.len()];
+        for (i, &d) in lead.iter().enumerate().rev() {
+            at[i] = rest % d;
+            rest /= d;
+        }
+        for &i in &at {
+            plane = plane.select(0, i)?;
+        }
+        for (r0, rn) in blocks(rows, P) {
+            let band = plane.slice(0, r0..r0 + rn)?;
+            for (c0, cn) in blocks(cols, free) {
+                out.push(band.slice(1, c0..c0 + cn)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Matching `[rows ≤ 128, cols ≤ free]` blocks of two HBM views of one shape (the i-th block
+/// of each holds the same elements): [`flat_blocks`] when both are contiguous, else
+/// [`row_blocks`].
+pub(crate) fn paired_blocks(a: &View, b: &View, free: usize) -> Result<Vec<(View, View)>, Error> {
+    let n = a.elems();
+    let (ba, bb) = match (a.reshape(&[n]), b.reshape(&[n])) {
+        (Ok(fa), Ok(fb)) => (flat_blocks(&fa, free)?, flat_blocks(&fb, free)?),
+        _ => (row_blocks(a, free)?, row_blocks(b, free)?),
+    };
+    Ok(ba.into_iter().zip(bb).collect())
+}
+
+/// `(rows, cols)` of a tile that holds every block of `blocks` (2-D views).
+pub(crate) fn block_extent(blocks: &[(View, View)]) -> (usize, usize) {
+    blocks.iter().fold((1, 1), |(r, c), (v, _)| {
+        (r.max(v.partitions()), c.max(v.free_elems()))
+    })
 }
