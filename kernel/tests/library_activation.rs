@@ -138,10 +138,32 @@ fn executed(p: &Program, engine: EngineId, f: impl Fn(&Instr) -> bool) -> usize 
     n
 }
 
-/// Flat-layout blocks of `n` contiguous elements: `[128, ⌊n/128⌋]` in column blocks of at
-/// most `FREE`, and the remainder.
+/// The documented flat layout's partition count for `n` elements: ⌈√(n/8)⌉ up to 128, or
+/// the divisor of `n` nearest to it within a factor of 2 (the smaller on a tie).
+fn layout_rows(n: usize) -> usize {
+    let mut best = 1;
+    while best < 128 && best * best * 8 < n {
+        best += 1;
+    }
+    if best == 128 || n % best == 0 {
+        return best;
+    }
+    let mut pick = best;
+    let mut dist = usize::MAX;
+    for p in best.div_ceil(2)..=(2 * best).min(128) {
+        let d = p.abs_diff(best);
+        if n % p == 0 && d < dist {
+            (pick, dist) = (p, d);
+        }
+    }
+    pick
+}
+
+/// Blocks of the flat layout of `n` contiguous elements: `[rows, ⌊n/rows⌋]` in column
+/// blocks of at most `FREE`, and the remainder.
 fn flat_blocks(n: usize) -> usize {
-    (n / 128).div_ceil(FREE) + usize::from(n % 128 != 0)
+    let rows = layout_rows(n);
+    (n / rows).div_ceil(FREE) + usize::from(n % rows != 0)
 }
 
 #[test]
@@ -156,6 +178,12 @@ fn every_function_over_odd_shapes() {
             check_act(f, &opts, &x, DType::F32, &got, &format!("{shape:?}"));
             assert_eq!(acts, flat_blocks(n), "{shape:?}: one activation per block");
         }
+    }
+    // The layouts of these shapes: [1, 7] on 1 partition; 4099 (prime) on 23, a remainder
+    // of 5; 2010 on 15 (√(2010/8) → 16, 15 divides); 264,321 on 128 (2 column blocks and a
+    // remainder of 1).
+    for (n, rows, blocks) in [(7, 1, 1), (4099, 23, 2), (2010, 15, 1), (264_321, 128, 3)] {
+        assert_eq!((layout_rows(n), flat_blocks(n)), (rows, blocks), "{n}");
     }
 }
 

@@ -5,13 +5,17 @@
 //!
 //! # Tiling
 //!
-//! `x` (or `src`) and `out` have one shape; their elements are cut into matching blocks of
-//! at most 128 rows × [`FREE`] columns:
+//! `x` (or `src`) and `out` have one shape; their `n` elements are cut into matching blocks
+//! of at most 128 rows × [`FREE`] columns:
 //!
-//! * **contiguous** operands (both): the elements as one flat vector laid out over 128
-//!   partitions, `[128, ⌊n/128⌋]` in column blocks of up to [`FREE`], then the remaining
-//!   `n mod 128` elements as one column on fewer partitions;
-//! * **otherwise** (a strided or broadcast slice of a tensor): the last dimension gives the
+//! * **contiguous** operands (both): the elements as one flat vector laid out over `p`
+//!   partitions, `[p, ⌊n/p⌋]` in column blocks of up to [`FREE`], then the remaining
+//!   `n mod p` elements as one column on fewer partitions. `p` comes from the published cost
+//!   rules: a block's two transfers pay about `8·p` ticks of descriptor overhead and its
+//!   instruction about `n/p`, least at `√(n/8)` — that, rounded up and at most 128, or a
+//!   divisor of `n` within a factor of 2 of it (the nearest, the smaller on a tie; no
+//!   remainder block then). Tensors of more than 129,032 elements use all 128 partitions;
+//! * **otherwise** (a strided, permuted or broadcast view): the last dimension gives the
 //!   columns and the second-to-last the rows (one row at rank 1), 128 rows and [`FREE`]
 //!   columns at a time, every index of the dimensions before them separately.
 //!

@@ -1,6 +1,7 @@
 //! Complete kernels built on the operations: tiled matmul, transpose, row softmax,
-//! layernorm / rmsnorm, broadcasting element-wise binary operations, axis reductions,
-//! scaled-dot-product attention, 2-D convolution and 2-D pooling.
+//! layernorm / rmsnorm, element-wise activations and tensor copies, broadcasting element-wise
+//! binary operations, axis reductions, scaled-dot-product attention, 2-D convolution and
+//! 2-D pooling.
 //!
 //! # One shape for every kernel
 //!
@@ -16,7 +17,8 @@
 //! * `fn build(…) -> Result<Program, Error>` is the convenience form: a fresh kernel with
 //!   input tensors and one output tensor named as the builder documents, the emitter, and
 //!   [`Kernel::build`](crate::Kernel::build). (`attention`, `conv` and `pool` name theirs
-//!   `build_attention`, `build_conv2d`, `build_pool2d`.)
+//!   `build_attention`, `build_conv2d`, `build_pool2d`; `activation` has `build` and
+//!   `build_copy`.)
 //!
 //! Misuse (an operand not in HBM, mismatched shapes or dtypes, a size the kernel does not
 //! support) is an `NRT_INVALID` error naming the kernel and the operand; running out of
@@ -66,6 +68,9 @@
 //! * [`attention`] — scaled-dot-product attention, one head or several, optionally causal;
 //! * [`conv`] — 2-D convolution (NCHW, OIHW; stride, padding, dilation, groups, bias);
 //! * [`pool`] — 2-D max and average pooling;
+//! * [`activation`] — element-wise activation functions (`f(x·scale + bias)`, every
+//!   [`ActFn`](crate::ActFn)) and copies (casting when the dtypes differ) of tensors of any
+//!   rank;
 //! * [`matmul`], [`transpose`], [`softmax`], [`norm`] (layernorm, rmsnorm), [`elementwise`]
 //!   (broadcasting binary operations), [`reduce`] (axis reductions).
 

@@ -109,16 +109,18 @@ pub(crate) fn release<T, const N: usize>(
     freed.map(|()| v)
 }
 
-/// The `[rows ≤ 128, cols ≤ free]` blocks of a flat view `v` (rank 1, contiguous) of `n`
-/// elements, in element order: the first `⌊n/128⌋·128` elements as `[128, ⌊n/128⌋]` cut into
-/// column blocks of at most `free`, then the remaining `n mod 128` as `[n mod 128, 1]`.
-pub(crate) fn flat_blocks(v: &View, free: usize) -> Result<Vec<View>, Error> {
+/// The `[rows, cols ≤ free]` blocks of a flat view `v` (rank 1, contiguous) of `n` elements
+/// laid out over `rows` (1..=128) partitions, in element order: the first `⌊n/rows⌋·rows`
+/// elements as `[rows, ⌊n/rows⌋]` cut into column blocks of at most `free`, then the
+/// remaining `n mod rows` as `[n mod rows, 1]`.
+pub(crate) fn flat_blocks(v: &View, rows: usize, free: usize) -> Result<Vec<View>, Error> {
     let n = v.elems();
-    let (main, rem) = (n / P * P, n % P);
-    let per = main / P;
+    let rows = rows.clamp(1, P);
+    let (main, rem) = (n / rows * rows, n % rows);
+    let per = main / rows;
     let mut out = Vec::new();
     if main > 0 {
-        let m = v.slice(0, 0..main)?.reshape(&[P, per])?;
+        let m = v.slice(0, 0..main)?.reshape(&[rows, per])?;
         for (c0, cn) in blocks(per, free) {
             out.push(m.slice(1, c0..c0 + cn)?);
         }
@@ -127,6 +129,24 @@ pub(crate) fn flat_blocks(v: &View, free: usize) -> Result<Vec<View>, Error> {
         out.push(v.slice(0, main..n)?.reshape(&[rem, 1])?);
     }
     Ok(out)
+}
+
+/// The partition count a streaming kernel (load, one ScalarE or VectorE instruction, store
+/// per block) lays `n` contiguous elements over. Under the published cost rules
+/// (docs/SIM_ISA.md) a block on `p` partitions costs its two transfers about `8·p` ticks of
+/// descriptor overhead (64 ticks per descriptor, 16 DMA engines) and its instruction about
+/// `n/p`: their sum is least at `p = √(n/8)`. Large tensors use all 128 partitions;
+/// a divisor of `n` within a factor of 2 of the optimum is preferred, which spares the
+/// remainder block.
+pub(crate) fn stream_rows(n: usize) -> usize {
+    let best = ((n as f64 / 8.0).sqrt().ceil() as usize).clamp(1, P);
+    if best == P || n % best == 0 {
+        return best;
+    }
+    (best.div_ceil(2)..=(2 * best).min(P))
+        .filter(|p| n % p == 0)
+        .min_by_key(|&p| p.abs_diff(best))
+        .unwrap_or(best)
 }
 
 /// The `[rows ≤ 128, cols ≤ free]` blocks of any HBM view of rank ≥ 1, contiguous or not:
@@ -163,12 +183,15 @@ pub(crate) fn row_blocks(v: &View, free: usize) -> Result<Vec<View>, Error> {
 }
 
 /// Matching `[rows ≤ 128, cols ≤ free]` blocks of two HBM views of one shape (the i-th block
-/// of each holds the same elements): [`flat_blocks`] when both are contiguous, else
-/// [`row_blocks`].
+/// of each holds the same elements): [`flat_blocks`] over [`stream_rows`] partitions when
+/// both are contiguous, else [`row_blocks`].
 pub(crate) fn paired_blocks(a: &View, b: &View, free: usize) -> Result<Vec<(View, View)>, Error> {
     let n = a.elems();
     let (ba, bb) = match (a.reshape(&[n]), b.reshape(&[n])) {
-        (Ok(fa), Ok(fb)) => (flat_blocks(&fa, free)?, flat_blocks(&fb, free)?),
+        (Ok(fa), Ok(fb)) => {
+            let rows = stream_rows(n);
+            (flat_blocks(&fa, rows, free)?, flat_blocks(&fb, rows, free)?)
+        }
         _ => (row_blocks(a, free)?, row_blocks(b, free)?),
     };
     Ok(ba.into_iter().zip(bb).collect())
