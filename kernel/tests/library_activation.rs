@@ -459,6 +459,13 @@ fn misuse_is_refused_with_exact_messages() {
         msg(activation::copy(&mut k, &x, &x)),
         "copy: out HBM tensor 'x' must be an output or scratch tensor"
     );
+    let wide = k.output("wide", DType::F32, &[1, 3]).unwrap();
+    let bcast = wide.broadcast(0, 4).unwrap();
+    assert_eq!(
+        msg(activation::activation(&mut k, &bcast, &x, ActFn::Relu)),
+        "activation: out HBM tensor 'wide' [4, 3] fp32 addresses some elements more than once \
+         (a broadcast view)"
+    );
     // Nothing was recorded by the refused calls: the kernel builds empty.
     let p = k.build().unwrap();
     assert_eq!(
@@ -468,6 +475,31 @@ fn misuse_is_refused_with_exact_messages() {
         )),
         0
     );
+}
+
+#[test]
+fn chained_through_scratch_and_in_place() {
+    // out = exp(relu(x)·0.25 − 1) as bf16: a copy into a scratch tensor, an in-place
+    // activation there, an activation with scale and bias into the output.
+    let mut k = Kernel::new("chain");
+    let x = k.input("x", DType::F32, &[5, 300]).unwrap();
+    let s = k.scratch("s", DType::F32, &[5, 300]).unwrap();
+    let o = k.output("out", DType::Bf16, &[5, 300]).unwrap();
+    activation::copy(&mut k, &s, &x).unwrap();
+    activation::activation(&mut k, &s, &s, ActFn::Relu).unwrap();
+    let opts = ActOpts {
+        scale: 0.25,
+        bias: -1.0,
+    };
+    activation::activation_with(&mut k, &o, &s, ActFn::Exp, &opts).unwrap();
+    let xv = inputs(ActFn::Relu, 1500, 17);
+    let (outs, _) = run(&k.build().unwrap(), &[("x", bytes(DType::F32, &xv))]);
+    let got = values(DType::Bf16, output(&outs, "out"));
+    let relu: Vec<f32> = xv
+        .iter()
+        .map(|&v| canon(act_ref(ActFn::Relu, act_arg(v, 1.0, 0.0)) as f32))
+        .collect();
+    check_act(ActFn::Exp, &opts, &relu, DType::Bf16, &got, "chain");
 }
 
 #[test]

@@ -72,21 +72,29 @@ impl Default for ActOpts {
     }
 }
 
-/// Requires `a` and `b` to have one shape, for `f` (`ra`, `rb` their roles).
-fn same_shape(f: &str, a: &View, ra: &str, b: &View, rb: &str) -> Result<(), Error> {
-    if a.shape() == b.shape() {
+/// Requires `a` and `out` to have one shape and `out` to address each element once, for `f`
+/// (`ra` the role of `a`).
+fn operands(f: &str, a: &View, ra: &str, out: &View) -> Result<(), Error> {
+    if a.shape() == out.shape() {
+        if out.has_repeats() {
+            return Err(err!(
+                Invalid,
+                "{f}: out {} addresses some elements more than once (a broadcast view)",
+                out.describe()
+            ));
+        }
         return Ok(());
     }
-    let ranks = if a.rank() == b.rank() {
+    let ranks = if a.rank() == out.rank() {
         String::new()
     } else {
-        format!(" (rank {} vs {})", a.rank(), b.rank())
+        format!(" (rank {} vs {})", a.rank(), out.rank())
     };
     Err(err!(
         Invalid,
-        "{f}: {ra} {} and {rb} {} differ in shape{ranks}",
+        "{f}: {ra} {} and out {} differ in shape{ranks}",
         a.describe(),
-        b.describe()
+        out.describe()
     ))
 }
 
@@ -108,7 +116,7 @@ pub fn activation_with(
     let name = "activation";
     hbm(k, x, name, "x")?;
     hbm_out(k, out, name, "out")?;
-    same_shape(name, x, "x", out, "out")?;
+    operands(name, x, "x", out)?;
     if out.elems() == 0 {
         return Ok(());
     }
@@ -170,7 +178,7 @@ pub fn copy(k: &mut Kernel, out: &View, src: &View) -> Result<(), Error> {
     let name = "copy";
     hbm(k, src, name, "src")?;
     hbm_out(k, out, name, "out")?;
-    same_shape(name, src, "src", out, "out")?;
+    operands(name, src, "src", out)?;
     if out.elems() == 0 {
         return Ok(());
     }
