@@ -34,6 +34,7 @@ pub unsafe extern "C" fn nrta_execute_schedule(
     seq: *mut u64,
 ) -> u32 {
     api!("nrta_execute_schedule", {
+        rt().guard()?;
         let s = out(seq, "sequence")?;
         let h = model_of(model)?;
         let hook = CompletionHook {
@@ -57,6 +58,7 @@ pub unsafe extern "C" fn nrta_execute_schedule(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrta_is_completed(seq: u64, is_completed: *mut bool) -> u32 {
     api!("nrta_is_completed", {
+        rt().guard()?;
         let p = out(is_completed, "is_completed")?;
         let done = rt().is_completed(seq)?;
         // SAFETY: checked non-NULL.
@@ -73,6 +75,7 @@ pub unsafe extern "C" fn nrta_is_completed(seq: u64, is_completed: *mut bool) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrta_get_sequence(lnc: u32, xu: u32, queue: c_int, seq: *mut u64) -> u32 {
     api!("nrta_get_sequence", {
+        rt().guard()?;
         let p = out(seq, "sequence")?;
         let xu = match xu {
             0 => Xu::TensorOp,
@@ -95,6 +98,7 @@ pub(crate) fn tensor_op(
     seq: *mut u64,
     op: impl FnOnce() -> Result<(), Error>,
 ) -> Result<(), Error> {
+    rt().guard()?;
     let s = out(seq, "sequence")?;
     if queue != 0 {
         return Err(err!(
@@ -102,10 +106,10 @@ pub(crate) fn tensor_op(
             "The tensor-op execution unit has only queue 0, not {queue}"
         ));
     }
-    rt().guard()?;
+    // The operation's failure is reported through `*ret`, and logged here.
     let status = match op() {
         Ok(()) => NrtStatus::Success,
-        Err(e) => e.status(),
+        Err(e) => crate::log_failure(e).status(),
     };
     let id = rt().record_completed(0, Xu::TensorOp)?;
     write_status(ret as usize, id, status);
@@ -132,6 +136,7 @@ pub unsafe extern "C" fn nrta_tensor_write(
     api!(
         "nrta_tensor_write",
         tensor_op(queue, ret, seq, || tensor_of(tensor)?
+            .get()
             .write(offset, byte_slice(buf, size as usize)?))
     )
 }
@@ -154,6 +159,7 @@ pub unsafe extern "C" fn nrta_tensor_read(
     api!(
         "nrta_tensor_read",
         tensor_op(queue, ret, seq, || tensor_of(tensor)?
+            .get()
             .read(offset, byte_slice_mut(buf, size as usize)?))
     )
 }
@@ -177,9 +183,9 @@ pub unsafe extern "C" fn nrta_tensor_copy(
     api!(
         "nrta_tensor_copy",
         tensor_op(queue, ret, seq, || Tensor::copy(
-            &tensor_of(src)?,
+            &tensor_of(src)?.get(),
             src_offset,
-            &tensor_of(dst)?,
+            &tensor_of(dst)?.get(),
             dst_offset,
             size
         ))

@@ -31,12 +31,21 @@ impl SwitchDriver {
     }
 }
 
-/// Forwards to the chosen backend; none chosen: [`AnyError::no_backend`].
+/// Forwards to the chosen backend; none chosen: [`AnyError::no_backend`] (registering the
+/// soft-incompatibility callback then succeeds and does nothing).
 macro_rules! switch {
     (@value $s:ident, $d:ident => $e:expr) => {
         match $s.backend.get() {
             Some($d) => $e,
             None => false,
+        }
+    };
+    // With no backend there is nothing to register the callback with: `init` goes on to
+    // discovery, which reports the missing device for what it is.
+    ($s:ident, RegisterSoftIncompatCallback, $d:ident => $e:expr) => {
+        match $s.backend.get() {
+            Some($d) => $e,
+            None => Ok(()),
         }
     };
     ($s:ident, $call:ident, $d:ident => $e:expr) => {

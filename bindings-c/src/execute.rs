@@ -18,6 +18,7 @@ pub extern "C" fn nrt_execute(
     output_set: *mut c_void,
 ) -> u32 {
     api!("nrt_execute", {
+        rt().guard()?;
         let h = model_of(model)?;
         with_sets(input_set, output_set, |i, o| rt().execute(h, i, o))
             .inspect_err(|e| report_core_dump("nrt_execute", e))
@@ -33,6 +34,7 @@ pub extern "C" fn nrt_execute_repeat(
     repeat_count: c_int,
 ) -> u32 {
     api!("nrt_execute_repeat", {
+        rt().guard()?;
         let h = model_of(model)?;
         with_sets(input_set, output_set, |i, o| {
             rt().execute_repeat(h, i, o, repeat_count)
@@ -65,6 +67,7 @@ pub extern "C" fn nrt_register_async_exec_callback(
     params: *mut c_void,
 ) -> u32 {
     api!("nrt_register_async_exec_callback", {
+        rt().guard()?;
         let Some(cb) = callback else {
             return Err(invalid("callback"));
         };
@@ -76,5 +79,8 @@ pub extern "C" fn nrt_register_async_exec_callback(
 /// `nrt_async_drain_queued_execs`.
 #[unsafe(no_mangle)]
 pub extern "C" fn nrt_async_drain_queued_execs(vnc: i32) -> u32 {
-    api!("nrt_async_drain_queued_execs", rt().async_drain(vnc))
+    api!("nrt_async_drain_queued_execs", {
+        rt().guard()?;
+        rt().async_drain(vnc)
+    })
 }

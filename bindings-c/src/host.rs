@@ -102,3 +102,30 @@ fn tid() -> i64 {
     // SAFETY: gettid takes no arguments and cannot fail.
     i64::from(unsafe { libc::syscall(libc::SYS_gettid) } as i32)
 }
+
+/// The `log` backend of the library: records of the Rust crates underneath (the driver's
+/// soft-incompatibility warnings, which the runtime reports through the `log` facade) go to the
+/// runtime's log, filtered by its level like its own records.
+pub(crate) struct Forward(pub(crate) fn(Level, fmt::Arguments<'_>));
+
+impl log::Log for Forward {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let level = match record.level() {
+            log::Level::Error => Level::Error,
+            log::Level::Warn => Level::Warning,
+            log::Level::Info => Level::Info,
+            log::Level::Debug => Level::Debug,
+            log::Level::Trace => Level::Trace,
+        };
+        (self.0)(level, *record.args());
+    }
+
+    fn flush(&self) {}
+}

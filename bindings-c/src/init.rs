@@ -21,10 +21,7 @@ pub(crate) fn choose_backend() -> Result<(), Error> {
     if DRIVER.get().is_some() {
         return Ok(());
     }
-    let selection =
-        Selection::from_vars(FrontEnd::CLibrary, &EnvVars::capture()).inspect_err(|e| {
-            rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
-        })?;
+    let selection = Selection::from_vars(FrontEnd::CLibrary, &EnvVars::capture())?;
     match selection.open() {
         Some(driver) => {
             let _ = DRIVER.get_or_choose(|| driver);
@@ -70,6 +67,7 @@ pub unsafe extern "C" fn nrt_init(
     fal_version: *const c_char,
 ) -> u32 {
     api!("nrt_init", {
+        crate::forward_log_records();
         choose_backend()?;
         // SAFETY: the caller's contract.
         let fw = unsafe { cstr(fw_version) }.unwrap_or_default();
@@ -86,6 +84,11 @@ pub unsafe extern "C" fn nrt_init(
 #[unsafe(no_mangle)]
 pub extern "C" fn nrt_close() {
     api!(void "nrt_close", {
+        // A forked child has nothing to close: the runtime and its worker threads belong to
+        // the parent (joining them here would wait forever).
+        if rt().state() == InitState::Child {
+            return Ok(());
+        }
         rt().close();
         stop_workers();
         Ok(())
@@ -104,7 +107,6 @@ pub unsafe extern "C" fn nrt_get_version(ver: *mut c_void, size: usize) -> u32 {
         // SAFETY: the caller's contract: writable for `size` bytes.
         let buf = unsafe { std::slice::from_raw_parts_mut(p, size) };
         nrt_core::version::write_version(buf)
-            .inspect_err(|e| rt().log(nrt_core::Level::Error, format_args!("{}", e.message())))
     })
 }
 
@@ -236,6 +238,7 @@ pub unsafe extern "C" fn nrt_host_device_id_get(
     host_device_id: *mut u32,
 ) -> u32 {
     api!("nrt_host_device_id_get", {
+        rt().guard()?;
         let p = out(host_device_id, "host device id")?;
         use nrt_core::driver::Driver;
         let devices = DRIVER
@@ -270,6 +273,7 @@ pub unsafe extern "C" fn nrt_get_vnc_memory_stats(
     size_out: *mut usize,
 ) -> u32 {
     api!("nrt_get_vnc_memory_stats", {
+        rt().guard()?;
         let p = out(stats.cast::<u8>(), "stats")?;
         let abs = rt().absolute_lnc(vnc.into())?;
         let device = rt().topology()?.device_of_lnc(abs);

@@ -47,6 +47,19 @@ fn rt() -> &'static Rt {
     RT.get_or_init(|| Runtime::with_host(&DRIVER, CHost::new()))
 }
 
+/// Makes records of the `log` facade (warnings and errors, such as the driver's
+/// soft-incompatibility warnings) reach the runtime's log; `nrt_init` calls it first. A process
+/// that installed a logger of its own keeps it.
+fn forward_log_records() {
+    static FORWARD: host::Forward = host::Forward(|level, args| rt().log(level, args));
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if log::set_logger(&FORWARD).is_ok() {
+            log::set_max_level(log::LevelFilter::Warn);
+        }
+    });
+}
+
 /// Runs an exported function's body: records the function name for log lines and catches
 /// panics, whatever the function returns.
 ///
@@ -75,6 +88,7 @@ mod async_exec;
 mod backend;
 mod core_dump;
 mod execute;
+mod handles;
 mod host;
 mod init;
 mod model;
@@ -97,13 +111,22 @@ fn run_boundary<T>(
     body: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
     let _in = host::InCall::enter(name);
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+    let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(r) => r,
-        Err(_) => {
-            let e = err!(Failure, "internal error (panic) caught in {name}");
-            rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
-            Err(e)
-        }
+        Err(_) => Err(err!(Failure, "internal error (panic) caught in {name}")),
+    };
+    // Every failure is logged exactly once: the runtime marks what it logged, the rest is
+    // logged here.
+    r.map_err(log_failure)
+}
+
+/// Logs `e` unless it was logged already, and returns it marked as logged.
+fn log_failure(e: Error) -> Error {
+    if e.is_logged() {
+        e
+    } else {
+        rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
+        e.mark_logged()
     }
 }
 
@@ -115,10 +138,9 @@ fn status_code(r: Result<(), Error>) -> u32 {
     }
 }
 
+/// `NRT_INVALID` for a NULL argument (logged by [`api!`]).
 fn invalid(what: &str) -> Error {
-    let e = err!(Invalid, "{what} is NULL");
-    rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
-    e
+    err!(Invalid, "{what} is NULL")
 }
 
 /// A NUL-terminated C string argument (`None` for NULL; invalid UTF-8 is replaced).

@@ -15,6 +15,33 @@ pub(crate) fn model_of(p: *const c_void) -> Result<ModelHandle, Error> {
 }
 
 /// Writes `v` through an out-pointer that was checked non-NULL.
+/// The body of `nrt_load` (and of a single-device `nrt_load_collectives`).
+///
+/// # Safety
+///
+/// As [`nrt_load`].
+unsafe fn load(
+    neff_bytes: *const c_void,
+    size: usize,
+    vnc: i32,
+    vnc_count: i32,
+    model: *mut *mut c_void,
+) -> Result<(), Error> {
+    rt().guard()?;
+    let m = out(model, "model")?;
+    if neff_bytes.is_null() {
+        return Err(invalid("NEFF"));
+    }
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { std::slice::from_raw_parts(neff_bytes.cast::<u8>(), size) };
+    let h = rt()
+        .load(bytes, vnc, vnc_count)
+        .inspect_err(|e| report_core_dump("nrt_load", e))?;
+    // SAFETY: checked non-NULL.
+    unsafe { put(m, h.to_raw() as *mut c_void) };
+    Ok(())
+}
+
 /// `nrt_load`.
 ///
 /// # Safety
@@ -28,19 +55,9 @@ pub unsafe extern "C" fn nrt_load(
     vnc_count: i32,
     model: *mut *mut c_void,
 ) -> u32 {
-    api!("nrt_load", {
-        let m = out(model, "model")?;
-        if neff_bytes.is_null() {
-            return Err(invalid("NEFF"));
-        }
-        // SAFETY: the caller's contract.
-        let bytes = unsafe { std::slice::from_raw_parts(neff_bytes.cast::<u8>(), size) };
-        let h = rt()
-            .load(bytes, vnc, vnc_count)
-            .inspect_err(|e| report_core_dump("nrt_load", e))?;
-        // SAFETY: checked non-NULL.
-        unsafe { put(m, h.to_raw() as *mut c_void) };
-        Ok(())
+    // SAFETY: the caller's contract.
+    api!("nrt_load", unsafe {
+        load(neff_bytes, size, vnc, vnc_count, model)
     })
 }
 
@@ -59,29 +76,39 @@ pub unsafe extern "C" fn nrt_load_collectives(
     ctx_device_count: u32,
     model: *mut *mut c_void,
 ) -> u32 {
-    if ctx_device_count > 1 {
-        return api!("nrt_load_collectives", {
-            let e = err!(
+    api!("nrt_load_collectives", {
+        if ctx_device_count > 1 {
+            rt().guard()?;
+            return Err(err!(
                 Failure,
                 "Multi-device collectives ({ctx_device_count} devices) are not supported by nrt-rs"
-            );
-            rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
-            Err(e)
-        });
-    }
-    // SAFETY: same contract.
-    unsafe { nrt_load(neff_bytes, size, vnc, vnc_count, model) }
+            ));
+        }
+        // SAFETY: the caller's contract, as `nrt_load`'s.
+        unsafe { load(neff_bytes, size, vnc, vnc_count, model) }
+    })
 }
 
 /// `nrt_unload`.
 #[unsafe(no_mangle)]
 pub extern "C" fn nrt_unload(model: *mut c_void) -> u32 {
-    api!("nrt_unload", rt().unload(model_of(model)?))
+    api!("nrt_unload", {
+        rt().guard()?;
+        rt().unload(model_of(model)?)
+    })
+}
+
+/// What a model occupies: `(physical cores, logical cores, instances)`. A model is loaded once
+/// (`vnc_count` is ignored, as libnrt 2.x does), on one logical core, and runs on each of that
+/// core's physical cores.
+fn model_counts(model: *const c_void) -> Result<(u32, u32, u32), Error> {
+    let _m = rt().model(model_of(model)?)?;
+    Ok((rt().topology()?.lnc_size(), 1, 1))
 }
 
 macro_rules! model_count_fn {
-    ($name:ident, $label:literal) => {
-        #[doc = concat!("`", $label, "`: 1 (a model occupies one logical core).")]
+    ($name:ident, $label:literal, $what:literal, $pick:expr) => {
+        #[doc = concat!("`", $label, "`: the ", $what, " the model occupies.")]
         ///
         /// # Safety
         ///
@@ -89,19 +116,36 @@ macro_rules! model_count_fn {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(model: *const c_void, count: *mut u32) -> u32 {
             api!($label, {
+                rt().guard()?;
                 let p = out(count, "count")?;
-                rt().io_tensor_count(model_of(model)?)?;
+                let c = model_counts(model)?;
                 // SAFETY: checked non-NULL.
-                unsafe { put(p, 1) };
+                unsafe { put(p, $pick(c)) };
                 Ok(())
             })
         }
     };
 }
 
-model_count_fn!(nrt_get_model_nc_count, "nrt_get_model_nc_count");
-model_count_fn!(nrt_get_model_vnc_count, "nrt_get_model_vnc_count");
-model_count_fn!(nrt_get_model_instance_count, "nrt_get_model_instance_count");
+type Counts = (u32, u32, u32);
+model_count_fn!(
+    nrt_get_model_nc_count,
+    "nrt_get_model_nc_count",
+    "physical Neuron Cores (the logical core size)",
+    |c: Counts| c.0
+);
+model_count_fn!(
+    nrt_get_model_vnc_count,
+    "nrt_get_model_vnc_count",
+    "logical Neuron Cores (1)",
+    |c: Counts| c.1
+);
+model_count_fn!(
+    nrt_get_model_instance_count,
+    "nrt_get_model_instance_count",
+    "instances (1: a model is loaded once)",
+    |c: Counts| c.2
+);
 
 /// `nrt_get_model_info`: the model's (process-relative) logical core.
 ///
@@ -116,6 +160,7 @@ pub unsafe extern "C" fn nrt_get_model_info(
     size_out: *mut usize,
 ) -> u32 {
     api!("nrt_get_model_info", {
+        rt().guard()?;
         let p = out(info.cast::<u32>(), "model info")?;
         let vnc = rt().model_lnc(model_of(model)?)?;
         if size_in >= 4 {
@@ -155,6 +200,7 @@ pub unsafe extern "C" fn nrt_get_model_tensor_info(
     tensor_info: *mut *mut c_void,
 ) -> u32 {
     api!("nrt_get_model_tensor_info", {
+        rt().guard()?;
         let p = out(tensor_info, "tensor info")?;
         let infos = rt().model_tensor_info(model_of(model)?)?;
         let bytes = 8 + infos.len() * size_of::<TensorInfoC>();
@@ -211,6 +257,7 @@ pub unsafe extern "C" fn nrt_get_model_tensor_info(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_free_model_tensor_info(tensor_info: *mut c_void) -> u32 {
     api!("nrt_free_model_tensor_info", {
+        rt().guard()?;
         let p = out(tensor_info.cast::<u8>(), "tensor info")?;
         // SAFETY: the caller's contract: an array from `nrt_get_model_tensor_info`.
         let n = unsafe { p.cast::<u64>().read() } as usize;

@@ -1,56 +1,47 @@
 //! Tensors: allocation, slices, attached buffers, reads, writes, copies and queries.
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
+use nrt_core::registry::Ref;
 use nrt_core::tensor::{Tensor, TensorPlacement};
 use nrt_core::{Error, err};
 
+use crate::handles::Handles;
 use crate::{cstr, invalid, out, put, rt};
 
-#[derive(Default)]
-pub(crate) struct Tables {
-    pub(crate) tensors: HashMap<u64, Tensor<'static>>,
+/// A tensor behind a C handle. The lock is the tensor's own (attaching a buffer changes its
+/// size); every other operation takes it shared.
+pub(crate) type CTensor = spin::RwLock<Tensor<'static>>;
+
+/// Tensors that can exist at once.
+const MAX_TENSORS: u32 = 1 << 16;
+
+fn tensors() -> &'static Handles<CTensor> {
+    static T: OnceLock<Handles<CTensor>> = OnceLock::new();
+    T.get_or_init(|| Handles::new(MAX_TENSORS, 1, "tensor"))
 }
 
-pub(crate) fn tables() -> MutexGuard<'static, Tables> {
-    static T: OnceLock<Mutex<Tables>> = OnceLock::new();
-    T.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-}
+/// A held reference to the tensor behind a C handle (released when dropped).
+pub(crate) struct TensorRef(Ref<'static, CTensor>);
 
-pub(crate) static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh handle value: never 0, never reused, aligned like a pointer.
-pub(crate) fn new_handle(kind: u64) -> u64 {
-    (kind << 56) | (NEXT_HANDLE.fetch_add(1, Ordering::Relaxed) << 4)
-}
-
-pub(crate) const TENSOR_KIND: u64 = 0x01;
-pub(crate) const SET_KIND: u64 = 0x02;
-
-pub(crate) fn tensor_of(p: *const c_void) -> Result<Tensor<'static>, Error> {
-    if p.is_null() {
-        return Err(invalid("tensor"));
+impl TensorRef {
+    /// The tensor.
+    pub(crate) fn get(&self) -> spin::RwLockReadGuard<'_, Tensor<'static>> {
+        self.0.read()
     }
-    tables().tensors.get(&(p as u64)).cloned().ok_or_else(|| {
-        let e = err!(
-            InvalidHandle,
-            "Invalid tensor handle {p:p} (freed or never allocated)"
-        );
-        rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
-        e
-    })
 }
 
-pub(crate) fn new_tensor(t: Tensor<'static>, slot: *mut *mut c_void) -> Result<(), Error> {
-    let h = new_handle(TENSOR_KIND);
-    tables().tensors.insert(h, t);
+/// The tensor behind `p`: NULL is `NRT_INVALID`, anything but a live tensor handle is
+/// `NRT_INVALID_HANDLE`.
+pub(crate) fn tensor_of(p: *const c_void) -> Result<TensorRef, Error> {
+    tensors().resolve(p).map(TensorRef)
+}
+
+fn new_tensor(t: Tensor<'static>, slot: *mut *mut c_void) -> Result<(), Error> {
+    let h = tensors().insert(spin::RwLock::new(t))?;
     // SAFETY: callers check `slot` non-NULL.
-    unsafe { put(slot, h as *mut c_void) };
+    unsafe { put(slot, h) };
     Ok(())
 }
 
@@ -68,6 +59,7 @@ pub unsafe extern "C" fn nrt_tensor_allocate(
     tensor: *mut *mut c_void,
 ) -> u32 {
     api!("nrt_tensor_allocate", {
+        rt().guard()?;
         let slot = out(tensor, "tensor")?;
         let placement = TensorPlacement::from_raw(placement)
             .ok_or_else(|| err!(Invalid, "Invalid tensor placement {placement}"))?;
@@ -89,6 +81,7 @@ pub unsafe extern "C" fn nrt_tensor_allocate_empty(
     tensor: *mut *mut c_void,
 ) -> u32 {
     api!("nrt_tensor_allocate_empty", {
+        rt().guard()?;
         let slot = out(tensor, "tensor")?;
         // SAFETY: the caller's contract.
         let name = unsafe { cstr(name) }.unwrap_or_default();
@@ -109,14 +102,14 @@ pub unsafe extern "C" fn nrt_tensor_attach_buffer(
     size: usize,
 ) -> u32 {
     api!("nrt_tensor_attach_buffer", {
+        rt().guard()?;
         if buffer.is_null() {
             return Err(invalid("buffer"));
         }
-        let mut t = tensor_of(tensor)?;
+        let t = tensor_of(tensor)?;
+        let mut t = t.0.write();
         // SAFETY: the caller's contract, passed on.
-        unsafe { t.attach_buffer(buffer.cast(), size)? };
-        tables().tensors.insert(tensor as u64, t);
-        Ok(())
+        unsafe { t.attach_buffer(buffer.cast(), size) }
     })
 }
 
@@ -134,11 +127,13 @@ pub unsafe extern "C" fn nrt_tensor_allocate_slice(
     tensor_slice: *mut *mut c_void,
 ) -> u32 {
     api!("nrt_tensor_allocate_slice", {
+        rt().guard()?;
         let slot = out(tensor_slice, "tensor slice")?;
         let src = tensor_of(source)?;
         // SAFETY: the caller's contract.
         let name = unsafe { cstr(name) }.unwrap_or_default();
-        new_tensor(src.slice(offset as u64, size as u64, &name)?, slot)
+        let t = src.get().slice(offset as u64, size as u64, &name)?;
+        new_tensor(t, slot)
     })
 }
 
@@ -150,18 +145,19 @@ pub unsafe extern "C" fn nrt_tensor_allocate_slice(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_tensor_free(tensor: *mut *mut c_void) {
     api!(void "nrt_tensor_free", {
+        rt().guard()?;
         let slot = out(tensor, "tensor")?;
         // SAFETY: checked non-NULL; the caller's contract.
         let h = unsafe { slot.read() };
-        if !h.is_null() && tables().tensors.remove(&(h as u64)).is_none() {
-            rt().log(
-                nrt_core::Level::Error,
-                format_args!("Invalid tensor handle {h:p} (freed or never allocated)"),
-            );
+        if h.is_null() {
+            return Ok(());
         }
+        let freed = tensors().remove(h);
         // SAFETY: checked non-NULL.
         unsafe { put(slot, std::ptr::null_mut()) };
-        Ok(())
+        // The storage is released when the last user lets go of it: tensor sets and queued
+        // executions hold their own references.
+        freed.map(drop)
     })
 }
 
@@ -199,10 +195,12 @@ pub unsafe extern "C" fn nrt_tensor_read(
     offset: usize,
     size: usize,
 ) -> u32 {
-    api!(
-        "nrt_tensor_read",
-        tensor_of(tensor)?.read(offset as u64, byte_slice_mut(buf, size)?)
-    )
+    api!("nrt_tensor_read", {
+        rt().guard()?;
+        tensor_of(tensor)?
+            .get()
+            .read(offset as u64, byte_slice_mut(buf, size)?)
+    })
 }
 
 /// `nrt_tensor_write`.
@@ -217,10 +215,12 @@ pub unsafe extern "C" fn nrt_tensor_write(
     offset: usize,
     size: usize,
 ) -> u32 {
-    api!(
-        "nrt_tensor_write",
-        tensor_of(tensor)?.write(offset as u64, byte_slice(buf, size)?)
-    )
+    api!("nrt_tensor_write", {
+        rt().guard()?;
+        tensor_of(tensor)?
+            .get()
+            .write(offset as u64, byte_slice(buf, size)?)
+    })
 }
 
 /// `nrt_tensor_copy`.
@@ -233,7 +233,9 @@ pub extern "C" fn nrt_tensor_copy(
     size: usize,
 ) -> u32 {
     api!("nrt_tensor_copy", {
+        rt().guard()?;
         let (s, d) = (tensor_of(src)?, tensor_of(dst)?);
+        let (s, d) = (s.get(), d.get());
         if let (Some((sb, _)), Some((db, _))) = (s.device_location(), d.device_location()) {
             if sb.device != db.device {
                 return Err(err!(
@@ -254,22 +256,30 @@ pub extern "C" fn nrt_tensor_memset(
     value: c_int,
     size: usize,
 ) -> u32 {
-    api!(
-        "nrt_tensor_memset",
-        tensor_of(tensor)?.memset(offset, value as u8, size as u64)
-    )
+    api!("nrt_tensor_memset", {
+        rt().guard()?;
+        tensor_of(tensor)?
+            .get()
+            .memset(offset, value as u8, size as u64)
+    })
 }
 
 /// `nrt_tensor_get_size`: 0 for an invalid tensor.
 #[unsafe(no_mangle)]
 pub extern "C" fn nrt_tensor_get_size(tensor: *const c_void) -> usize {
-    api!(value "nrt_tensor_get_size", 0, Ok(tensor_of(tensor)?.size() as usize))
+    api!(value "nrt_tensor_get_size", 0, {
+        rt().guard()?;
+        Ok(tensor_of(tensor)?.get().size() as usize)
+    })
 }
 
 /// `nrt_tensor_get_va`: NULL on failure.
 #[unsafe(no_mangle)]
 pub extern "C" fn nrt_tensor_get_va(tensor: *const c_void) -> *mut c_void {
-    api!(value "nrt_tensor_get_va", std::ptr::null_mut(), Ok(tensor_of(tensor)?.va().unwrap_or(0) as *mut c_void))
+    api!(value "nrt_tensor_get_va", std::ptr::null_mut(), {
+        rt().guard()?;
+        Ok(tensor_of(tensor)?.get().va().unwrap_or(0) as *mut c_void)
+    })
 }
 
 #[repr(C)]
@@ -301,6 +311,7 @@ pub(crate) fn batches(batches: *const Batch, n: u64, write: bool) -> Result<(), 
         // SAFETY: the caller's contract: `n` batches.
         let b = unsafe { &*batches.add(i) };
         let t = tensor_of(b.tensor)?;
+        let t = t.get();
         if b.num_ops > 0 && b.ops.is_null() {
             return Err(invalid("batch ops"));
         }
@@ -324,7 +335,10 @@ pub(crate) fn batches(batches: *const Batch, n: u64, write: bool) -> Result<(), 
 /// `b` points to `n` batches whose ops and buffers are valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_tensor_read_batch(b: *const c_void, n: u64, _unsafe: bool) -> u32 {
-    api!("nrt_tensor_read_batch", batches(b.cast(), n, false))
+    api!("nrt_tensor_read_batch", {
+        rt().guard()?;
+        batches(b.cast(), n, false)
+    })
 }
 
 /// `nrt_tensor_write_batch`.
@@ -334,7 +348,10 @@ pub unsafe extern "C" fn nrt_tensor_read_batch(b: *const c_void, n: u64, _unsafe
 /// As [`nrt_tensor_read_batch`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_tensor_write_batch(b: *const c_void, n: u64, _unsafe: bool) -> u32 {
-    api!("nrt_tensor_write_batch", batches(b.cast(), n, true))
+    api!("nrt_tensor_write_batch", {
+        rt().guard()?;
+        batches(b.cast(), n, true)
+    })
 }
 
 /// `nrt_tensor_get_device_allocation_info`.
@@ -348,8 +365,10 @@ pub unsafe extern "C" fn nrt_tensor_get_device_allocation_info(
     info: *mut c_void,
 ) -> u32 {
     api!("nrt_tensor_get_device_allocation_info", {
+        rt().guard()?;
         let p = out(info.cast::<u64>(), "allocation info")?;
         let t = tensor_of(tensor)?;
+        let t = t.get();
         let Some((b, off)) = t.device_location() else {
             return Err(err!(
                 Invalid,

@@ -1,44 +1,33 @@
 //! Tensor sets: `nrt_allocate_tensor_set`, `nrt_destroy_tensor_set`, adding and getting tensors.
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
+use nrt_core::registry::Ref;
 use nrt_core::tensor::TensorSet;
 use nrt_core::{Error, err};
 
-use crate::tensor::{SET_KIND, new_handle, tensor_of};
+use crate::handles::Handles;
+use crate::tensor::tensor_of;
 use crate::{cstr, invalid, out, put, rt};
 
+/// A tensor set behind a C handle: the tensors (each holding its storage) and the C handle
+/// each was added under (what `nrt_get_tensor_from_tensor_set` returns).
 pub(crate) struct CSet {
-    pub(crate) set: TensorSet<'static>,
-    pub(crate) ids: Vec<(String, u64)>,
+    set: TensorSet<'static>,
+    ids: Vec<(String, usize)>,
 }
 
-#[derive(Default)]
-pub(crate) struct Tables {
-    pub(crate) sets: HashMap<u64, Arc<spin::RwLock<CSet>>>,
+/// Tensor sets that can exist at once.
+const MAX_SETS: u32 = 1 << 14;
+
+fn sets() -> &'static Handles<spin::RwLock<CSet>> {
+    static S: OnceLock<Handles<spin::RwLock<CSet>>> = OnceLock::new();
+    S.get_or_init(|| Handles::new(MAX_SETS, 2, "tensor set"))
 }
 
-pub(crate) fn tables() -> MutexGuard<'static, Tables> {
-    static T: OnceLock<Mutex<Tables>> = OnceLock::new();
-    T.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(crate) fn set_of(p: *const c_void) -> Result<Arc<spin::RwLock<CSet>>, Error> {
-    if p.is_null() {
-        return Err(invalid("tensor set"));
-    }
-    tables().sets.get(&(p as u64)).cloned().ok_or_else(|| {
-        let e = err!(
-            InvalidHandle,
-            "Invalid tensor set handle {p:p} (destroyed or never allocated)"
-        );
-        rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
-        e
-    })
+fn set_of(p: *const c_void) -> Result<Ref<'static, spin::RwLock<CSet>>, Error> {
+    sets().resolve(p)
 }
 
 /// `nrt_allocate_tensor_set`.
@@ -49,17 +38,14 @@ pub(crate) fn set_of(p: *const c_void) -> Result<Arc<spin::RwLock<CSet>>, Error>
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_allocate_tensor_set(result: *mut *mut c_void) -> u32 {
     api!("nrt_allocate_tensor_set", {
+        rt().guard()?;
         let slot = out(result, "tensor set")?;
-        let h = new_handle(SET_KIND);
-        tables().sets.insert(
-            h,
-            Arc::new(spin::RwLock::new(CSet {
-                set: TensorSet::new(),
-                ids: Vec::new(),
-            })),
-        );
+        let h = sets().insert(spin::RwLock::new(CSet {
+            set: TensorSet::new(),
+            ids: Vec::new(),
+        }))?;
         // SAFETY: checked non-NULL.
-        unsafe { put(slot, h as *mut c_void) };
+        unsafe { put(slot, h) };
         Ok(())
     })
 }
@@ -72,18 +58,19 @@ pub unsafe extern "C" fn nrt_allocate_tensor_set(result: *mut *mut c_void) -> u3
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_destroy_tensor_set(tensor_set: *mut *mut c_void) {
     api!(void "nrt_destroy_tensor_set", {
+        rt().guard()?;
         let slot = out(tensor_set, "tensor set")?;
         // SAFETY: checked non-NULL.
         let h = unsafe { slot.read() };
-        if !h.is_null() && tables().sets.remove(&(h as u64)).is_none() {
-            rt().log(
-                nrt_core::Level::Error,
-                format_args!("Invalid tensor set handle {h:p}"),
-            );
+        if h.is_null() {
+            return Ok(());
         }
+        let destroyed = sets().remove(h);
         // SAFETY: checked non-NULL.
         unsafe { put(slot, std::ptr::null_mut()) };
-        Ok(())
+        // Dropping the set drops its references to the tensors' storage; a queued execution
+        // holds its own.
+        destroyed.map(drop)
     })
 }
 
@@ -99,17 +86,18 @@ pub unsafe extern "C" fn nrt_add_tensor_to_tensor_set(
     tensor: *mut c_void,
 ) -> u32 {
     api!("nrt_add_tensor_to_tensor_set", {
+        rt().guard()?;
         // SAFETY: the caller's contract.
         let Some(name) = (unsafe { cstr(name) }) else {
             return Err(invalid("tensor name"));
         };
-        let t = tensor_of(tensor)?;
+        let t = tensor_of(tensor)?.get().clone();
         let set = set_of(tensor_set)?;
         let mut s = set.write();
         s.set.add(&name, t);
         match s.ids.iter_mut().find(|(n, _)| *n == *name) {
-            Some(e) => e.1 = tensor as u64,
-            None => s.ids.push((name.into_owned(), tensor as u64)),
+            Some(e) => e.1 = tensor as usize,
+            None => s.ids.push((name.into_owned(), tensor as usize)),
         }
         Ok(())
     })
@@ -127,6 +115,7 @@ pub unsafe extern "C" fn nrt_get_tensor_from_tensor_set(
     tensor: *mut *mut c_void,
 ) -> u32 {
     api!("nrt_get_tensor_from_tensor_set", {
+        rt().guard()?;
         let slot = out(tensor, "tensor")?;
         // SAFETY: the caller's contract.
         let Some(name) = (unsafe { cstr(name) }) else {

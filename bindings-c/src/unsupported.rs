@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int, c_void};
 
 use nrt_core::{Error, NrtStatus};
 
-use crate::{put, rt};
+use crate::put;
 
 macro_rules! unsupported {
     ($name:ident, $label:literal, $status:ident, $why:literal, ($($arg:ident: $ty:ty),*)) => {
@@ -15,7 +15,6 @@ macro_rules! unsupported {
             $(let _ = $arg;)*
             api!($label, {
                 let e = Error::new(NrtStatus::$status, format_args!("{} is not supported by nrt-rs: {}", $label, $why));
-                rt().log(nrt_core::Level::Error, format_args!("{}", e.message()));
                 Err(e)
             })
         }

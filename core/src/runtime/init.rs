@@ -82,7 +82,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             InitState::Closed => {
                 let e = err!(Closed, "NRT already closed");
                 self.log(Level::Warning, format_args!("{}", e.message()));
-                Err(e)
+                Err(e.mark_logged())
             }
             s => Err(self.fail(err!(Failure, "Incompatible runtime state: {}", s.name()))),
         }
