@@ -129,3 +129,48 @@ impl log::Log for Forward {
 
     fn flush(&self) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    static SEEN: Mutex<Vec<(Level, String)>> = Mutex::new(Vec::new());
+
+    fn record(level: Level, args: fmt::Arguments<'_>) {
+        if let Ok(mut v) = SEEN.lock() {
+            v.push((level, args.to_string()));
+        }
+    }
+
+    #[test]
+    fn warnings_and_errors_of_the_log_facade_are_forwarded() {
+        use log::Log as _;
+        let f = Forward(record);
+        let emit = |level: log::Level, text: &str| {
+            f.log(
+                &log::Record::builder()
+                    .level(level)
+                    .args(format_args!("{text}"))
+                    .build(),
+            );
+        };
+        emit(
+            log::Level::Warn,
+            "Neuron driver soft incompatibility: old firmware",
+        );
+        emit(log::Level::Error, "broken");
+        emit(log::Level::Info, "chatty");
+        let seen = SEEN.lock().map(|v| v.clone()).unwrap_or_default();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    Level::Warning,
+                    "Neuron driver soft incompatibility: old firmware".to_string()
+                ),
+                (Level::Error, "broken".to_string()),
+            ]
+        );
+    }
+}

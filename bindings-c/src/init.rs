@@ -11,6 +11,7 @@ use nrt_core::{Error, FrameworkType, InitState, NrtStatus, err};
 use nrt_host::EnvVars;
 use nrt_sim::Instance;
 
+use crate::machine;
 use crate::{DRIVER, cstr, out, put, rt};
 
 /// Opens the backend the `NEURON_RT_*` variables select, unless one is chosen already. An
@@ -207,19 +208,28 @@ pub unsafe extern "C" fn nrt_get_instance_info(info: *mut c_void, len: usize) ->
     api!("nrt_get_instance_info", {
         let p = out(info.cast::<u8>(), "instance info")?;
         rt().guard()?;
-        let (family, arch): (u32, &[u8]) = match DRIVER.get().and_then(AnyDriver::as_sim) {
-            Some(d) => match d.machine().config().instance {
-                Instance::Trn1 => (2, b"trn1"),
-                Instance::Inf2 => (4, b"inf2"),
-                Instance::Trn2 => (5, b"trn2"),
+        let device = rt().device_info()?;
+        let (id, revision): (_, &[u8]) = match DRIVER.get().and_then(AnyDriver::as_sim) {
+            Some(d) => {
+                let family = match d.machine().config().instance {
+                    Instance::Trn1 => "trn1",
+                    Instance::Inf2 => "inf2",
+                    Instance::Trn2 => "trn2",
+                };
+                let name = machine::simulated_instance_type(family, device.device_count);
+                (machine::from_instance_type(name, &device), b"sim")
+            }
+            None => match std::fs::read_to_string("/sys/class/dmi/id/product_name") {
+                Ok(name) => (machine::from_instance_type(&name, &device), b""),
+                Err(_) => (machine::from_arch(&device), b""),
             },
-            _ => (0, b"unknown"),
         };
+        let arch = id.arch_name.as_bytes();
         let mut bytes = [0u8; 32];
-        bytes[0..4].copy_from_slice(&family.to_ne_bytes());
-        bytes[4..8].copy_from_slice(&9u32.to_ne_bytes()); // NRT_INSTANCE_SIZE_UNKNOWN
-        bytes[8..8 + arch.len()].copy_from_slice(arch);
-        bytes[24..27].copy_from_slice(b"sim");
+        bytes[0..4].copy_from_slice(&id.family.to_ne_bytes());
+        bytes[4..8].copy_from_slice(&id.size.to_ne_bytes());
+        bytes[8..8 + arch.len().min(15)].copy_from_slice(&arch[..arch.len().min(15)]);
+        bytes[24..24 + revision.len().min(7)].copy_from_slice(&revision[..revision.len().min(7)]);
         let n = len.min(32);
         // SAFETY: the caller's contract: writable for `len` bytes; we write `min(len, 32)`.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n) };
@@ -277,6 +287,8 @@ pub unsafe extern "C" fn nrt_get_vnc_memory_stats(
         let p = out(stats.cast::<u8>(), "stats")?;
         let abs = rt().absolute_lnc(vnc.into())?;
         let device = rt().topology()?.device_of_lnc(abs);
+        // The simulator knows every allocation of its devices (tensors, staged models); on the
+        // Linux driver the library counts what it allocated through the driver.
         let (used, limit) = match DRIVER.get().and_then(AnyDriver::as_sim) {
             Some(d) => {
                 let m = d.machine();
@@ -285,12 +297,10 @@ pub unsafe extern "C" fn nrt_get_vnc_memory_stats(
                     m.config().instance.hbm_bytes_per_device(),
                 )
             }
-            _ => {
-                return Err(err!(
-                    Failure,
-                    "memory statistics need the simulator backend"
-                ));
-            }
+            None => (
+                DRIVER.bytes_allocated(device),
+                machine::hbm_bytes_per_device(rt().device_info()?.arch),
+            ),
         };
         let bytes: [u64; 2] = [used, limit];
         let n = size_in.min(16);

@@ -91,6 +91,7 @@ mod execute;
 mod handles;
 mod host;
 mod init;
+mod machine;
 mod model;
 mod tensor;
 mod tensor_set;

@@ -31,6 +31,15 @@ int main(int argc, char **argv) {
     CHECK(nrt_load(neff, neff_size, -1, -1, &model));
     nrt_tensor_info_array_t *info = NULL;
     CHECK(nrt_get_model_tensor_info(model, &info));
+    /* On trn1 a logical core is one physical core; a model is loaded once, on one core. */
+    uint32_t nc = 0, vnc = 0, instances = 0;
+    CHECK(nrt_get_model_nc_count(model, &nc));
+    CHECK(nrt_get_model_vnc_count(model, &vnc));
+    CHECK(nrt_get_model_instance_count(model, &instances));
+    if (nc != 1 || vnc != 1 || instances != 1) {
+        fprintf(stderr, "model counts %u %u %u, want 1 1 1\n", nc, vnc, instances);
+        return 1;
+    }
     size_t n = info->tensor_count;
     if (n > MAX_IO) return 1;
 

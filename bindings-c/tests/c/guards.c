@@ -102,6 +102,41 @@ int main(void) {
 
     CHECK(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
 
+    /* Machine and memory queries report the simulated trn1.2xlarge (1 device). */
+    nrt_instance_info_t ii;
+    memset(&ii, 0x7f, sizeof ii);
+    CHECK(nrt_get_instance_info(&ii, sizeof ii));
+    if (ii.family != NRT_INSTANCE_TRN1 || ii.size != NRT_INSTANCE_SIZE_2XL ||
+        strcmp(ii.arch_name, "trn1") != 0 || strcmp(ii.device_revision, "sim") != 0) {
+        fprintf(stderr, "instance info: family %u size %u arch %.16s revision %.8s\n", ii.family,
+                ii.size, ii.arch_name, ii.device_revision);
+        return 1;
+    }
+    nrt_vnc_memory_stats_t before, after;
+    size_t written = 0;
+    CHECK(nrt_get_vnc_memory_stats(0, &before, sizeof before, &written));
+    if (written != sizeof before || before.bytes_limit != (size_t)32 << 30) return 1;
+    nrt_tensor_t *big = NULL, *slice = NULL;
+    CHECK(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 65536, "big", &big));
+    CHECK(nrt_get_vnc_memory_stats(0, &after, sizeof after, &written));
+    if (after.bytes_used - before.bytes_used != 65536) {
+        fprintf(stderr, "a 65536-byte tensor moved bytes_used by %zu\n",
+                after.bytes_used - before.bytes_used);
+        return 1;
+    }
+    nrt_tensor_device_allocation_info_t ai, si;
+    CHECK(nrt_tensor_get_device_allocation_info(big, &ai));
+    if (ai.physical_address != (uint64_t)(uintptr_t)nrt_tensor_get_va(big) || ai.size != 65536 ||
+        ai.hbm_index != 0)
+        return 1;
+    CHECK(nrt_tensor_allocate_slice(big, 4096, 16, "slice", &slice));
+    CHECK(nrt_tensor_get_device_allocation_info(slice, &si));
+    if (si.physical_address != ai.physical_address + 4096 || si.size != 65536) return 1;
+    nrt_tensor_free(&slice);
+    nrt_tensor_free(&big);
+    CHECK(nrt_get_vnc_memory_stats(0, &after, sizeof after, &written));
+    if (after.bytes_used != before.bytes_used) return 1;
+
     nrt_tensor_t *t = NULL, *other = NULL;
     CHECK(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "t", &t));
     CHECK(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_HOST, 0, 16, "o", &other));
