@@ -98,3 +98,65 @@ impl<T> Handles<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nrt_core::NrtStatus;
+
+    #[test]
+    fn handles_resolve_until_removed_and_never_again() {
+        let tensors: Handles<u64> = Handles::new(4, 1, "tensor");
+        let sets: Handles<u64> = Handles::new(4, 2, "tensor set");
+        let a = tensors.insert(7).unwrap_or(std::ptr::null_mut());
+        let b = tensors.insert(8).unwrap_or(std::ptr::null_mut());
+        // Bit 60 marks the kind; the low 4 bits are clear (pointer-aligned).
+        assert_eq!(a as u64 >> 60, 1);
+        assert_eq!(a as u64 & 0xf, 0);
+        assert_eq!(tensors.resolve(a).map(|r| *r), Ok(7));
+        assert_eq!(tensors.resolve(b).map(|r| *r), Ok(8));
+        // Another kind's registry refuses it.
+        let e = sets.resolve(a).err();
+        assert_eq!(
+            e.as_ref().map(Error::status),
+            Some(NrtStatus::InvalidHandle)
+        );
+        assert_eq!(
+            e.as_ref().map(Error::message),
+            Some(format!("Invalid tensor set handle {a:p} (freed or never allocated)").as_str())
+        );
+        assert_eq!(tensors.remove(a), Ok(7));
+        // Stale: the slot is reused by the next insert under a new id, yet `a` stays dead.
+        let c = tensors.insert(9).unwrap_or(std::ptr::null_mut());
+        assert_ne!(c, a);
+        for p in [a, (a as u64 | 8) as *mut c_void, 0x1234560 as *mut c_void] {
+            let e = tensors.resolve(p).err();
+            assert_eq!(e.map(|e| e.status()), Some(NrtStatus::InvalidHandle));
+        }
+        assert_eq!(
+            tensors.remove(a).map_err(|e| e.status()),
+            Err(NrtStatus::InvalidHandle)
+        );
+        assert_eq!(
+            tensors
+                .resolve(std::ptr::null())
+                .map(|r| *r)
+                .map_err(|e| e.status()),
+            Err(NrtStatus::Invalid)
+        );
+        assert_eq!(tensors.resolve(c).map(|r| *r), Ok(9));
+    }
+
+    #[test]
+    fn a_full_registry_is_a_resource_error() {
+        let h: Handles<u8> = Handles::new(2, 3, "tensor");
+        assert!(h.insert(1).is_ok());
+        assert!(h.insert(2).is_ok());
+        let e = h.insert(3).err();
+        assert_eq!(e.as_ref().map(Error::status), Some(NrtStatus::Resource));
+        assert_eq!(
+            e.as_ref().map(Error::message),
+            Some("Too many tensors: all 2 handles are in use")
+        );
+    }
+}
