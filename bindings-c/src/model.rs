@@ -102,8 +102,7 @@ pub extern "C" fn nrt_unload(model: *mut c_void) -> u32 {
 /// (`vnc_count` is ignored, as libnrt 2.x does), on one logical core, and runs on each of that
 /// core's physical cores.
 fn model_counts(model: *const c_void) -> Result<(u32, u32, u32), Error> {
-    let _m = rt().model(model_of(model)?)?;
-    Ok((rt().topology()?.lnc_size(), 1, 1))
+    Ok((rt().model_core_count(model_of(model)?)?, 1, 1))
 }
 
 macro_rules! model_count_fn {
