@@ -247,6 +247,13 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         Ok(m.io().input(name).is_some())
     }
 
+    /// `nrt_get_model_nc_count`: the physical cores a model runs on, the size of its logical
+    /// core (guarded; one model resolution, no lock).
+    pub fn model_core_count(&self, h: ModelHandle) -> Result<u32> {
+        let _m = self.model(h)?;
+        Ok(self.published.topology().lnc_size())
+    }
+
     /// The process-relative logical core a model is loaded on (`nrt_get_model_info`).
     pub fn model_lnc(&self, h: ModelHandle) -> Result<u32> {
         let m = self.model(h)?;
