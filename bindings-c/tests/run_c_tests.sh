@@ -15,11 +15,11 @@ PROFILE="${PROFILE:-release}" bindings-c/install.sh "$prefix"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 export NEURON_RT_BACKEND=sim NEURON_RT_LOG_LEVEL=QUIET
 
-echo "== exported symbols: only nrt_* (NRT_2.0.0) and nrta_* (NRT_3.0.0)"
+echo "== exported symbols: only nrt_*, nec_*, nds_* (NRT_2.0.0) and nrta_* (NRT_3.0.0)"
 readelf -d "$prefix/lib/libnrt.so.1" | grep -q 'SONAME.*libnrt.so.1'
 syms="$(objdump -T "$prefix/lib/libnrt.so.1" | awk '$2 == "g" && $4 == ".text" {print $6, $7}')"
 echo "$syms" | awk '{print $1}' | sort | uniq -c
-if echo "$syms" | grep -vE '^(NRT_2\.0\.0 nrt_|NRT_3\.0\.0 nrta_)'; then
+if echo "$syms" | grep -vE '^(NRT_2\.0\.0 (nrt|nec|nds)_|NRT_3\.0\.0 nrta_)'; then
   echo "unexpected exports above" >&2
   exit 1
 fi
