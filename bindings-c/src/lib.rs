@@ -74,6 +74,7 @@ mod ffi_util;
 mod ndebug;
 mod nds;
 mod nec;
+mod nrt_gaps;
 mod output_completion;
 mod sendrecv;
 

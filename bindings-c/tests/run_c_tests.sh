@@ -32,11 +32,41 @@ cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/
 g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/header_truth.c -o "$work/header_truth_cxx"
 "$work/header_truth_cxx"
 
+echo "== every header and every declared function (C11 and C++17, linked)"
+# The program must name every function the installed headers declare.
+python3 - "$prefix/include" bindings-c/tests/c/all_headers.c <<'PY'
+import glob, re, sys
+inc, prog = sys.argv[1], sys.argv[2]
+def declared(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"^\s*#.*$", "", text, flags=re.M)
+    return set(re.findall(r"\b((?:nrt|nrta|nec|nds)_[a-z0-9_]+)\s*\(", text))
+names = set()
+for h in glob.glob(inc + "/nrt/**/*.h", recursive=True):
+    names |= declared(open(h).read())
+listed = set(re.findall(r"FN\((\w+)\)", open(prog).read()))
+missing = sorted(names - listed)
+if missing:
+    sys.exit("all_headers.c does not list: " + ", ".join(missing))
+print(f"{len(names)} functions declared by the installed headers, all listed")
+PY
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/all_headers.c \
+  -o "$work/all_headers" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/all_headers"
+g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/all_headers.c \
+  -o "$work/all_headers_cxx" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/all_headers_cxx"
+# And against the static library.
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/all_headers.c \
+  -o "$work/all_headers_static" "$prefix/lib/libnrt.a" -lpthread -ldl -lm
+"$work/all_headers_static"
+
 echo "== the simulator MLP as a NEFF"
 cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
 
 cflags=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Ibindings-c/tests/c)
-for p in run_neff mlp_check threads errors; do
+for p in run_neff mlp_check threads errors async_ext; do
   cc "${cflags[@]}" bindings-c/tests/c/$p.c -o "$work/$p" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
   cc "${cflags[@]}" -g -fsanitize=address,undefined -fno-omit-frame-pointer bindings-c/tests/c/$p.c \
     -o "$work/${p}_asan" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
@@ -76,11 +106,11 @@ run() {
   fi
 }
 
-for p in run_neff mlp_check threads errors; do
+for p in run_neff mlp_check threads errors async_ext; do
   run "$p" env "$(instance_for $p)" "$work/$p" "$(arg_for $p)"
 done
 if command -v valgrind > /dev/null; then
-  for p in run_neff mlp_check threads errors; do
+  for p in run_neff mlp_check threads errors async_ext; do
     run "valgrind-$p" env "$(instance_for $p)" valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
       --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
   done
@@ -88,7 +118,7 @@ else
   echo "valgrind not installed: valgrind runs skipped" >&2
   fail=$((fail + 1))
 fi
-for p in run_neff mlp_check threads errors; do
+for p in run_neff mlp_check threads errors async_ext; do
   run "asan-$p" env "$(instance_for $p)" ASAN_OPTIONS=detect_leaks=1 "$work/${p}_asan" "$(arg_for $p)"
 done
 
