@@ -29,6 +29,32 @@
 #endif
 #endif
 
+/* Layouts (LP64) of the structs the new headers' functions exchange. */
+#include <stddef.h>
+#ifdef __cplusplus
+#define LAYOUT(cond) static_assert(cond, #cond)
+#else
+#define LAYOUT(cond) _Static_assert(cond, #cond)
+#endif
+LAYOUT(sizeof(nrta_error_t) == 16 && offsetof(nrta_error_t, error_code) == 8);
+LAYOUT(sizeof(ndebug_stream_event_header_t) == 64);
+LAYOUT(offsetof(ndebug_stream_event_header_t, type) == 8);
+LAYOUT(offsetof(ndebug_stream_payload_debug_tensor_read_t, logical_nc_id) == 512);
+LAYOUT(offsetof(ndebug_stream_payload_debug_tensor_read_t, tensor_shape) == 536);
+LAYOUT(offsetof(ndebug_stream_payload_debug_tensor_read_t, tensor_data) == 1024);
+LAYOUT(sizeof(nec_version_info_t) == 56 && offsetof(nec_version_info_t, git_hash) == 32);
+LAYOUT(offsetof(nec_version_info_t, compatibility_version) == 48);
+LAYOUT(sizeof(enc_host_mem_t) == 32);
+LAYOUT(sizeof(nds_model_node_info_t) == 284 && offsetof(nds_model_node_info_t, nc_index) == 280);
+LAYOUT(sizeof(nds_mem_usage_info_t) == 16);
+LAYOUT(sizeof(nds_model_node_mem_usage_info_t) == 384);
+LAYOUT(sizeof(nds_version_info_t) == 8);
+LAYOUT(sizeof(nds_process_info_t) == 60 && offsetof(nds_process_info_t, framework_version) == 36);
+LAYOUT(sizeof(nds_process_info_ext_t) == 256);
+LAYOUT(NDEBUG_STREAM_EVENT_TYPE_DEBUG_TENSOR_READ == 1 && NEC_POD_TYPE_INVALID == 3);
+LAYOUT(OBJECT_TYPE_PROCESS_INFO_EXT == 2 && NDS_DMA_MEM_USAGE_SLOT_COUNT == 12);
+LAYOUT(BIT_INDEX_COUNT == 2 && ENC_RDH_NUM_EVENT_TYPE == 52);
+
 typedef void (*any_fn)(void);
 /* A C-style cast to void (*)(void) is valid in C and C++ and exempt from -Wcast-function-type. */
 #define FN(f) ((any_fn)(f))

@@ -348,10 +348,50 @@ static void nec_queries(void) {
     EXPECT(nec_build_port_and_rid_map(0, mla, host, 1), NRT_FAILURE);
     REQUIRE(!nec_is_mla_available(0, 0));
     REQUIRE(nec_get_dynamic_send_size_bytes(NULL, 4, 0, 2) == 0);
+    REQUIRE(nec_get_dynamic_send_offset_bytes(NULL, 4, 0, 2) == 0);
+    REQUIRE(nec_get_dynamic_recv_offset_bytes(NULL, 4, 0, 2) == 0);
+    nec_set_recv_size_bytes(NULL, 64, 4, 0, 2);
+    volatile uint32_t sem = 7;
+    nec_inc_semaphore(&sem, 1);
+    REQUIRE(sem == 7); /* nothing written */
+    REQUIRE(nec_mla_idx_to_rid(0, 0) == -1);
+    REQUIRE(nec_rid_to_mla_idx(0, 0) == -1);
+    REQUIRE(nec_get_peer_mla_idx(0, 0, 1) == -1);
+    int peer = 42, access = 42;
+    REQUIRE(nec_get_p2p_pod_peer_node(0, 0, 1, &peer) == -1 && peer == 42);
+    EXPECT(nec_pod_node_can_access_peer_node(NEC_POD_TYPE_P2P, 0, 0, 1, 1, &access), NRT_FAILURE);
+    REQUIRE(access == 42);
+    char msg[] = "hello";
+    nec_ndl_printk(msg, sizeof msg, 0);
+
+    /* nrt_async_sendrecv.h: nothing is provided; outputs stay untouched. */
     int num = 5;
+    bool flag = false;
+    size_t size = 3;
+    nrt_async_sendrecv_comm_t *comm = NULL;
+    nrt_async_sendrecv_request_t *req = NULL;
+    EXPECT(nrt_async_sendrecv_get_max_num_communicators_per_lnc(&num), NRT_FAILURE);
     EXPECT(nrt_async_sendrecv_get_max_num_pending_request(&num), NRT_FAILURE);
     REQUIRE(num == 5);
     EXPECT(nrt_async_sendrecv_init(0), NRT_FAILURE);
+    EXPECT(nrt_async_sendrecv_connect("127.0.0.1", 1, 0, &comm), NRT_FAILURE);
+    EXPECT(nrt_async_sendrecv_accept("127.0.0.1", 0, 1, &comm), NRT_FAILURE);
+    REQUIRE(comm == NULL);
+    EXPECT(nrt_async_sendrecv_test_comm(comm, &flag), NRT_FAILURE);
+    EXPECT(nrt_async_sendrecv_send_tensor(NULL, 0, 4, comm, &req), NRT_FAILURE);
+    EXPECT(nrt_async_sendrecv_recv_tensor(NULL, 0, 4, comm, &req), NRT_FAILURE);
+    REQUIRE(req == NULL);
+    EXPECT(nrt_async_sendrecv_test_request(req, &flag, &size), NRT_FAILURE);
+    REQUIRE(!flag && size == 3);
+    EXPECT(nrt_async_sendrecv_flush(0), NRT_FAILURE);
+    EXPECT(nrt_async_sendrecv_close(0), NRT_FAILURE);
+
+    /* nrt_get_visible_vnc_count agrees with its deprecated twin. */
+    uint32_t vnc = 0, nc = 0;
+    CHECK(nrt_get_visible_vnc_count(&vnc));
+    CHECK(nrt_get_visible_nc_count(&nc));
+    REQUIRE(vnc == 4 && nc == 4);
+    EXPECT(nrt_get_visible_vnc_count(NULL), NRT_INVALID);
     printf("nec and sendrecv: ok\n");
 }
 
