@@ -25,6 +25,11 @@ if echo "$syms" | grep -vE '^(NRT_2\.0\.0 (nrt|nec|nds)_|NRT_3\.0\.0 nrta_)'; th
 fi
 echo "$syms" | grep -q 'NRT_3.0.0 nrta_execute_schedule'
 echo "$syms" | grep -q 'NRT_2.0.0 nrt_init'
+for s in 'NRT_3.0.0 nrta_error_tracker_create' 'NRT_3.0.0 nrta_get_completion_handle' \
+  'NRT_2.0.0 nrt_debug_client_connect' 'NRT_2.0.0 nrt_async_sendrecv_init' \
+  'NRT_2.0.0 nec_get_version_info' 'NRT_2.0.0 nds_open'; do
+  echo "$syms" | grep -qx "$s" || { echo "missing export: $s" >&2; exit 1; }
+done
 
 echo "== header truth (C11 and C++17)"
 cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/header_truth.c -o "$work/header_truth"
