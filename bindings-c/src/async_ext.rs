@@ -13,9 +13,10 @@
 //! - An error tracker belongs to one logical core and collects, in completion order, every
 //!   execution on that core that fails once it exists (whichever call ran it), as
 //!   `{seq_id, error_code}`. `seq_id` is the request's sequence id when the failed execution
-//!   ran from the core's compute queue (`nrta_execute_schedule`), and 0 for a synchronous
-//!   `nrt_execute` (which reports its status itself) and with implicit async mode on (whose
-//!   queue has no sequence ids). Failures reach the trackers through the hook the first
+//!   ran from the core's compute queue (`nrta_execute_schedule`) on the library's worker thread,
+//!   and 0 for a synchronous `nrt_execute` (which reports its status itself), with implicit
+//!   async mode on (whose queue has no sequence ids), and for a queued request that a waiting
+//!   call (`nrt_unload`, `nrt_close`, `nrt_async_drain_queued_execs`) ran on its own thread. Failures reach the trackers through the hook the first
 //!   `nrta_error_tracker_create` installs in `exec_observer.rs`, which the driver wrapper calls
 //!   for every failed submission.
 
