@@ -74,3 +74,72 @@ pub(crate) fn submitted(request: &ExecRequest<'_>, failure: Option<NrtStatus>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use nrt_core::driver::{Binding, DeviceBuffer, StagedModel};
+
+    use super::*;
+
+    static FAILURES: AtomicU64 = AtomicU64::new(0);
+
+    fn hook(lnc: u32, status: NrtStatus, from_queue_thread: bool) {
+        // One packed word per failure: lnc, status, thread flag.
+        let word =
+            (u64::from(lnc) << 32) | (u64::from(status.code()) << 1) | u64::from(from_queue_thread);
+        FAILURES.store(word, Ordering::SeqCst);
+    }
+
+    fn binding(device: u32, addr: u64, offset: u64) -> Binding {
+        Binding {
+            index: 0,
+            buffer: DeviceBuffer {
+                device,
+                addr,
+                size: 4096,
+            },
+            offset,
+            size: 64,
+        }
+    }
+
+    #[test]
+    fn successes_count_each_output_location_and_failures_reach_the_hook() {
+        let staged = [StagedModel {
+            lnc: 5,
+            handle: 1,
+            plumbing: true,
+        }];
+        let inputs = [binding(0, 0x1000, 0)];
+        // Two outputs in one buffer, and one at the same address on another device.
+        let outputs = [
+            binding(0, 0x9000, 0),
+            binding(0, 0x9000, 64),
+            binding(1, 0x9000, 0),
+        ];
+        let request = ExecRequest {
+            subgraphs: &staged,
+            inputs: &inputs,
+            outputs: &outputs,
+            timeout_secs: None,
+        };
+        submitted(&request, None);
+        submitted(&request, None);
+        {
+            let m = counters().lock();
+            assert_eq!(m.get(&(0, 0x9000)), Some(&2));
+            assert_eq!(m.get(&(0, 0x9040)), Some(&2));
+            assert_eq!(m.get(&(1, 0x9000)), Some(&2));
+            assert_eq!(m.get(&(0, 0x1000)), None); // inputs are not counted
+        }
+        // A failure with no hook installed changes nothing; with one, the hook gets it.
+        submitted(&request, Some(NrtStatus::Invalid));
+        assert_eq!(FAILURES.load(Ordering::SeqCst), 0);
+        set_failure_hook(hook);
+        submitted(&request, Some(NrtStatus::Invalid));
+        assert_eq!(FAILURES.load(Ordering::SeqCst), (5 << 32) | (2 << 1));
+        assert_eq!(counters().lock().get(&(0, 0x9000)), Some(&2));
+    }
+}
