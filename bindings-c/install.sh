@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and installs libnrt: PREFIX/include/nrt/*.h (and ndl/), PREFIX/lib/libnrt.so.1 (SONAME
+# Builds and installs libnrt: PREFIX/include/nrt/*.h (with nrt/nds/, and ndl/), PREFIX/lib/libnrt.so.1 (SONAME
 # libnrt.so.1, symbols versioned NRT_2.0.0 / NRT_3.0.0 by nrt.map, nothing else exported),
 # the libnrt.so link, libnrt.a and PREFIX/lib/pkgconfig/nrt.pc.
 #
@@ -18,8 +18,9 @@ cargo_flags=(-p nrt-capi)
 target_dir="$(cd "$root" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 static="$target_dir/$profile/libnrt.a"
 
-mkdir -p "$prefix/include/nrt" "$prefix/include/ndl" "$prefix/lib/pkgconfig"
+mkdir -p "$prefix/include/nrt/nds" "$prefix/include/ndl" "$prefix/lib/pkgconfig"
 install -m 0644 "$here"/include/nrt/*.h "$prefix/include/nrt/"
+install -m 0644 "$here"/include/nrt/nds/*.h "$prefix/include/nrt/nds/"
 install -m 0644 "$here"/include/ndl/*.h "$prefix/include/ndl/"
 install -m 0644 "$static" "$prefix/lib/libnrt.a"
 

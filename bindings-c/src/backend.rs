@@ -97,6 +97,21 @@ macro_rules! switch {
             None => Err(AnyError::no_backend()),
         }
     };
+    // Executions are also reported to the output-completion counters and the async error
+    // trackers (`exec_observer.rs`).
+    ($s:ident, Submit, $d:ident => $x:ident . submit ( $req:ident )) => {
+        match $s.backend.get() {
+            Some($d) => {
+                let r = $x.submit($req);
+                crate::exec_observer::submitted(
+                    $req,
+                    r.as_ref().err().map(nrt_core::driver::DriverError::status),
+                );
+                r
+            }
+            None => Err(AnyError::no_backend()),
+        }
+    };
     ($s:ident, $call:ident, $d:ident => $e:expr) => {
         match $s.backend.get() {
             Some($d) => $e,

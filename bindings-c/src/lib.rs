@@ -97,6 +97,17 @@ mod tensor;
 mod tensor_set;
 mod unsupported;
 
+// The modules of the SDK's other public headers.
+mod async_ext;
+mod exec_observer;
+mod ffi_util;
+mod ndebug;
+mod nds;
+mod nec;
+mod nrt_gaps;
+mod output_completion;
+mod sendrecv;
+
 pub use async_exec::*;
 pub use execute::*;
 pub use init::*;

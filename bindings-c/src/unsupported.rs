@@ -48,8 +48,6 @@ unsupported!(nrta_cc_prepare, "nrta_cc_prepare", Failure, "collectives are not i
 unsupported!(nrta_cc_schedule, "nrta_cc_schedule", Failure, "collectives are not implemented.", (ctx: *mut *mut c_void, queue: c_int, ret: *mut u32, seq: *mut u64));
 
 unsupported!(nrt_host_device_id_rid_map_get, "nrt_host_device_id_rid_map_get", Failure, "host device id maps exist only with the Linux driver.", (count: *mut u32, map: *mut u32));
-unsupported!(nrt_tensor_check_output_completion, "nrt_tensor_check_output_completion", Failure, "output completion counters are not implemented.", (tensor: *const c_void, timeout: i64, expected: u64));
-unsupported!(nrt_tensor_reset_output_completion, "nrt_tensor_reset_output_completion", Failure, "output completion counters are not implemented.", (tensor: *mut c_void));
 unsupported!(nrt_get_attached_efa_bdf, "nrt_get_attached_efa_bdf", Failure, "EFA devices are not modelled.", (va: *const c_void, bdf: *mut c_char, len: *mut usize));
 unsupported!(nrt_set_pool_eng_ucode, "nrt_set_pool_eng_ucode", Failure, "microcode images are not used by nrt-rs.", (info: *const c_void));
 unsupported!(nrt_memcpy_to_device, "nrt_memcpy_to_device", Failure, "raw device addresses are not exposed; use nrt_tensor_write.", (dest: *mut c_void, src: *const c_void, size: usize));

@@ -15,16 +15,21 @@ PROFILE="${PROFILE:-release}" bindings-c/install.sh "$prefix"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 export NEURON_RT_BACKEND=sim NEURON_RT_LOG_LEVEL=QUIET
 
-echo "== exported symbols: only nrt_* (NRT_2.0.0) and nrta_* (NRT_3.0.0)"
+echo "== exported symbols: only nrt_*, nec_*, nds_* (NRT_2.0.0) and nrta_* (NRT_3.0.0)"
 readelf -d "$prefix/lib/libnrt.so.1" | grep -q 'SONAME.*libnrt.so.1'
 syms="$(objdump -T "$prefix/lib/libnrt.so.1" | awk '$2 == "g" && $4 == ".text" {print $6, $7}')"
 echo "$syms" | awk '{print $1}' | sort | uniq -c
-if echo "$syms" | grep -vE '^(NRT_2\.0\.0 nrt_|NRT_3\.0\.0 nrta_)'; then
+if echo "$syms" | grep -vE '^(NRT_2\.0\.0 (nrt|nec|nds)_|NRT_3\.0\.0 nrta_)'; then
   echo "unexpected exports above" >&2
   exit 1
 fi
 echo "$syms" | grep -q 'NRT_3.0.0 nrta_execute_schedule'
 echo "$syms" | grep -q 'NRT_2.0.0 nrt_init'
+for s in 'NRT_3.0.0 nrta_error_tracker_create' 'NRT_3.0.0 nrta_get_completion_handle' \
+  'NRT_2.0.0 nrt_debug_client_connect' 'NRT_2.0.0 nrt_async_sendrecv_init' \
+  'NRT_2.0.0 nec_get_version_info' 'NRT_2.0.0 nds_open'; do
+  echo "$syms" | grep -qx "$s" || { echo "missing export: $s" >&2; exit 1; }
+done
 
 echo "== header truth (C11 and C++17)"
 cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/header_truth.c -o "$work/header_truth"
@@ -32,11 +37,41 @@ cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/
 g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/header_truth.c -o "$work/header_truth_cxx"
 "$work/header_truth_cxx"
 
+echo "== every header and every declared function (C11 and C++17, linked)"
+# The program must name every function the installed headers declare.
+python3 - "$prefix/include" bindings-c/tests/c/all_headers.c <<'PY'
+import glob, re, sys
+inc, prog = sys.argv[1], sys.argv[2]
+def declared(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"^\s*#.*$", "", text, flags=re.M)
+    return set(re.findall(r"\b((?:nrt|nrta|nec|nds)_[a-z0-9_]+)\s*\(", text))
+names = set()
+for h in glob.glob(inc + "/nrt/**/*.h", recursive=True):
+    names |= declared(open(h).read())
+listed = set(re.findall(r"FN\((\w+)\)", open(prog).read()))
+missing = sorted(names - listed)
+if missing:
+    sys.exit("all_headers.c does not list: " + ", ".join(missing))
+print(f"{len(names)} functions declared by the installed headers, all listed")
+PY
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/all_headers.c \
+  -o "$work/all_headers" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/all_headers"
+g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/all_headers.c \
+  -o "$work/all_headers_cxx" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/all_headers_cxx"
+# And against the static library.
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/all_headers.c \
+  -o "$work/all_headers_static" "$prefix/lib/libnrt.a" -lpthread -ldl -lm
+"$work/all_headers_static"
+
 echo "== the simulator MLP as a NEFF"
 cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
 
 cflags=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Ibindings-c/tests/c)
-for p in run_neff mlp_check threads errors guards free_while_queued; do
+for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
   cc "${cflags[@]}" bindings-c/tests/c/$p.c -o "$work/$p" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
   cc "${cflags[@]}" -g -fsanitize=address,undefined -fno-omit-frame-pointer bindings-c/tests/c/$p.c \
     -o "$work/${p}_asan" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
@@ -76,11 +111,11 @@ run() {
   fi
 }
 
-for p in run_neff mlp_check threads errors guards free_while_queued; do
+for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
   run "$p" env "$(instance_for $p)" "$work/$p" "$(arg_for $p)"
 done
 if command -v valgrind > /dev/null; then
-  for p in run_neff mlp_check threads errors guards free_while_queued; do
+  for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
     run "valgrind-$p" env "$(instance_for $p)" valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
       --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
   done
@@ -88,7 +123,7 @@ else
   echo "valgrind not installed: valgrind runs skipped" >&2
   fail=$((fail + 1))
 fi
-for p in run_neff mlp_check threads errors guards free_while_queued; do
+for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
   run "asan-$p" env "$(instance_for $p)" ASAN_OPTIONS=detect_leaks=1 "$work/${p}_asan" "$(arg_for $p)"
 done
 

@@ -87,6 +87,50 @@ NRT_STATUS nrta_is_completed(nrta_seq_t seq, bool *is_completed);
  * logical NeuronCore lnc. */
 NRT_STATUS nrta_get_sequence(uint32_t lnc, nrta_xu_t xu, int queue, nrta_seq_t *seq);
 
+/* ------------------------------------------------------------------------ */
+/* Completion handles and error trackers                                    */
+/*                                                                          */
+/* These four calls come from the 2.x form of this interface (an error      */
+/* tracker argument instead of NRT_STATUS *ret). Runtime Library 2.31       */
+/* dropped them from the scheduling calls; this library still provides them */
+/* as stand-alone calls that work with version 3 sequence ids.              */
+/* ------------------------------------------------------------------------ */
+
+/** One recorded failure: the request's sequence id and its NRT_STATUS
+ * (stored as 64 bits so that every compiler lays the struct out alike). */
+typedef struct nrta_error {
+    nrta_seq_t seq_id;
+    uint64_t error_code;
+} nrta_error_t;
+
+#ifdef __cplusplus
+static_assert(sizeof(nrta_error_t) == 16, "nrta_error_t is 16 bytes");
+#else
+_Static_assert(sizeof(nrta_error_t) == 16, "nrta_error_t is 16 bytes");
+#endif
+
+/** An opaque list of failures of one logical NeuronCore. */
+typedef struct nrta_error_tracker nrta_error_tracker_t;
+
+/** Returns in *fd a new file descriptor that polls readable once request seq
+ * has completed (immediately if it already has). Only poll()/select()/epoll
+ * and close() may be used on it; the caller closes it when done. */
+NRT_STATUS nrta_get_completion_handle(nrta_seq_t seq, int *fd);
+
+/** Creates an error tracker for logical NeuronCore lnc_idx (process-relative):
+ * from now on every failed execution on that core is appended to it. */
+NRT_STATUS nrta_error_tracker_create(uint32_t lnc_idx, nrta_error_tracker_t **error_tracker);
+
+/** Frees an error tracker (NULL is ignored). Lists it returned become invalid. */
+void nrta_error_tracker_destroy(nrta_error_tracker_t *error_tracker);
+
+/** Returns the failures recorded since the previous call (oldest first) in
+ * *list / *error_count and empties the tracker. *list stays valid until the
+ * next call on the same tracker or its destruction; it is NULL when
+ * *error_count is 0. */
+NRT_STATUS nrta_error_tracker_get_list(nrta_error_tracker_t *error_tracker,
+                                       const nrta_error_t **list, size_t *error_count);
+
 #ifdef __cplusplus
 }
 #endif
