@@ -102,3 +102,75 @@ fn tid() -> i64 {
     // SAFETY: gettid takes no arguments and cannot fail.
     i64::from(unsafe { libc::syscall(libc::SYS_gettid) } as i32)
 }
+
+/// The `log` backend of the library: records of the Rust crates underneath (the driver's
+/// soft-incompatibility warnings, which the runtime reports through the `log` facade) go to the
+/// runtime's log, filtered by its level like its own records.
+pub(crate) struct Forward(pub(crate) fn(Level, fmt::Arguments<'_>));
+
+impl log::Log for Forward {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let level = match record.level() {
+            log::Level::Error => Level::Error,
+            log::Level::Warn => Level::Warning,
+            log::Level::Info => Level::Info,
+            log::Level::Debug => Level::Debug,
+            log::Level::Trace => Level::Trace,
+        };
+        (self.0)(level, *record.args());
+    }
+
+    fn flush(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    static SEEN: Mutex<Vec<(Level, String)>> = Mutex::new(Vec::new());
+
+    fn record(level: Level, args: fmt::Arguments<'_>) {
+        if let Ok(mut v) = SEEN.lock() {
+            v.push((level, args.to_string()));
+        }
+    }
+
+    #[test]
+    fn warnings_and_errors_of_the_log_facade_are_forwarded() {
+        use log::Log as _;
+        let f = Forward(record);
+        let emit = |level: log::Level, text: &str| {
+            f.log(
+                &log::Record::builder()
+                    .level(level)
+                    .args(format_args!("{text}"))
+                    .build(),
+            );
+        };
+        emit(
+            log::Level::Warn,
+            "Neuron driver soft incompatibility: old firmware",
+        );
+        emit(log::Level::Error, "broken");
+        emit(log::Level::Info, "chatty");
+        let seen = SEEN.lock().map(|v| v.clone()).unwrap_or_default();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    Level::Warning,
+                    "Neuron driver soft incompatibility: old firmware".to_string()
+                ),
+                (Level::Error, "broken".to_string()),
+            ]
+        );
+    }
+}

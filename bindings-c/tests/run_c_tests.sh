@@ -36,7 +36,7 @@ echo "== the simulator MLP as a NEFF"
 cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
 
 cflags=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Ibindings-c/tests/c)
-for p in run_neff mlp_check threads errors; do
+for p in run_neff mlp_check threads errors guards free_while_queued; do
   cc "${cflags[@]}" bindings-c/tests/c/$p.c -o "$work/$p" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
   cc "${cflags[@]}" -g -fsanitize=address,undefined -fno-omit-frame-pointer bindings-c/tests/c/$p.c \
     -o "$work/${p}_asan" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
@@ -76,11 +76,11 @@ run() {
   fi
 }
 
-for p in run_neff mlp_check threads errors; do
+for p in run_neff mlp_check threads errors guards free_while_queued; do
   run "$p" env "$(instance_for $p)" "$work/$p" "$(arg_for $p)"
 done
 if command -v valgrind > /dev/null; then
-  for p in run_neff mlp_check threads errors; do
+  for p in run_neff mlp_check threads errors guards free_while_queued; do
     run "valgrind-$p" env "$(instance_for $p)" valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
       --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
   done
@@ -88,9 +88,20 @@ else
   echo "valgrind not installed: valgrind runs skipped" >&2
   fail=$((fail + 1))
 fi
-for p in run_neff mlp_check threads errors; do
+for p in run_neff mlp_check threads errors guards free_while_queued; do
   run "asan-$p" env "$(instance_for $p)" ASAN_OPTIONS=detect_leaks=1 "$work/${p}_asan" "$(arg_for $p)"
 done
+
+# Without a backend (auto, no /dev/neuron0), nrt_init reports the missing device for what it is.
+if [ ! -e /dev/neuron0 ]; then
+  cc "${cflags[@]}" bindings-c/tests/c/no_device.c -o "$work/no_device" $(pkg-config --cflags --libs nrt) -Wl,-rpath,"$prefix/lib"
+  check_no_device() {
+    env -u NEURON_RT_BACKEND NEURON_RT_LOG_LEVEL=ERROR "$work/no_device" 2> "$work/no_device.stderr" \
+      && grep -q 'NRT:nrt_init Cannot find Neuron devices' "$work/no_device.stderr" \
+      && ! grep -q 'soft_incompat' "$work/no_device.stderr"
+  }
+  run no_device check_no_device
+fi
 
 echo "C programs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

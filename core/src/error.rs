@@ -77,11 +77,25 @@ impl fmt::Display for Message {
 }
 
 /// A failed runtime operation: the `NRT_STATUS` a C caller sees and the message logged for it.
-#[derive(Clone, PartialEq, Eq)]
+///
+/// An error also records whether it has been logged already: the runtime logs most failures
+/// where they happen and marks them ([`Error::mark_logged`]); a front end (the C library) logs
+/// the unmarked rest at its boundary, so every failure is logged exactly once. The mark is not
+/// part of equality.
+#[derive(Clone)]
 pub struct Error {
     status: NrtStatus,
     message: Message,
+    logged: bool,
 }
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.status == other.status && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     /// An error with a formatted message.
@@ -89,7 +103,20 @@ impl Error {
         Self {
             status,
             message: Message::from_fmt(args),
+            logged: false,
         }
+    }
+
+    /// The same error, marked as logged (whoever logged its message calls this).
+    #[must_use]
+    pub fn mark_logged(mut self) -> Self {
+        self.logged = true;
+        self
+    }
+
+    /// Whether the message has been logged already.
+    pub fn is_logged(&self) -> bool {
+        self.logged
     }
 
     /// The status code.
@@ -155,6 +182,15 @@ mod tests {
         assert!(m.is_truncated());
         assert!(m.as_str().len() <= MESSAGE_CAPACITY);
         assert!(m.as_str().chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn the_logged_mark_is_kept_and_not_compared() {
+        let e = err!(Closed, "NRT already closed");
+        assert!(!e.is_logged());
+        let logged = e.clone().mark_logged();
+        assert!(logged.is_logged());
+        assert_eq!(logged, e);
     }
 
     #[test]

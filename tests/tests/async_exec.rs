@@ -265,3 +265,44 @@ fn close_with_queued_work_and_concurrent_callers() {
     assert!(machine.staged_models().is_empty());
     assert!(machine.executions() >= 3);
 }
+
+#[test]
+fn device_memory_freed_while_queued_is_released_when_the_executions_complete() {
+    let (rt, machine) = runtime(&[]);
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
+    let (i, o) = sets(&rt);
+    let output_addr = o.get("output0").unwrap().device_location().unwrap().0.addr;
+    let seqs: Vec<u64> = (0..2)
+        .map(|_| rt.execute_schedule(h, &i, &o, 0, None).unwrap())
+        .collect();
+    let with_tensors = machine.device_bytes_allocated(0);
+    // Every tensor dropped while both executions are queued (no worker runs them yet).
+    drop((i, o));
+    assert_eq!(
+        machine.device_bytes_allocated(0),
+        with_tensors,
+        "nothing is freed under a queued execution"
+    );
+    let fresh = rt
+        .tensor_allocate(TensorPlacement::Device, 0, 32768, "fresh")
+        .unwrap();
+    let fresh_addr = fresh.device_location().unwrap().0.addr;
+    assert_ne!(
+        fresh_addr, output_addr,
+        "the queued output is not handed out again"
+    );
+    assert_eq!(machine.device_bytes_allocated(0), with_tensors + 32768);
+    // The executions complete; then the three buffers (64 KiB, 64 KiB, 32 KiB) are freed.
+    assert_eq!(rt.process_async(), 2);
+    assert!(seqs.iter().all(|&s| rt.is_completed(s).unwrap()));
+    assert_eq!(
+        machine.device_bytes_allocated(0),
+        with_tensors + 32768 - (65536 + 65536 + 32768)
+    );
+    assert_eq!(machine.executions(), 2);
+    drop(fresh);
+    assert_eq!(
+        machine.device_bytes_allocated(0),
+        with_tensors - (65536 + 65536 + 32768)
+    );
+}

@@ -281,6 +281,13 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             }
             let job = q.pending.pop_front()?;
             q.busy = true;
+            q.running.clear();
+            q.running.extend(
+                job.inputs
+                    .iter()
+                    .chain(job.outputs.iter())
+                    .map(|b| b.buffer),
+            );
             s.next = qi + 1;
             return Some(Taken {
                 queue: qi,
@@ -318,18 +325,28 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 status
             }
         };
-        let callback = {
-            let mut state = self.async_state.lock();
-            state.as_mut().and_then(|s| {
-                if let Some(q) = s.queues.get_mut(t.queue) {
-                    q.busy = false;
-                    q.last_completed = t.job.number;
-                }
-                s.callback
-            })
-        };
+        // The status is stored before the request reads as completed: a caller that saw the
+        // completion (`nrta_is_completed`) finds its `*ret` written.
         if let Some(hook) = t.job.hook {
             (hook.call)(hook.ctx, seq_id(t.xu_id, t.job.number), status);
+        }
+        let (callback, frees) = {
+            let mut state = self.async_state.lock();
+            match state.as_mut() {
+                Some(s) => {
+                    if let Some(q) = s.queues.get_mut(t.queue) {
+                        q.busy = false;
+                        q.running.clear();
+                        q.last_completed = t.job.number;
+                    }
+                    (s.callback, s.take_unused_frees())
+                }
+                None => (None, Vec::new()),
+            }
+        };
+        // Storage freed while this execution was queued is released now that it is done.
+        for buffer in frees {
+            self.free_now(buffer);
         }
         if t.implicit {
             if let Some((cb, params)) = callback {

@@ -82,7 +82,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             InitState::Closed => {
                 let e = err!(Closed, "NRT already closed");
                 self.log(Level::Warning, format_args!("{}", e.message()));
-                Err(e)
+                Err(e.mark_logged())
             }
             s => Err(self.fail(err!(Failure, "Incompatible runtime state: {}", s.name()))),
         }
@@ -403,7 +403,11 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         self.unload_all_models();
         #[cfg(feature = "alloc")]
         {
-            *self.async_state.lock() = None;
+            // Everything ran: frees still deferred (none expected) are done now.
+            let left = self.async_state.lock().take();
+            for buffer in left.map(|s| s.deferred_frees).unwrap_or_default() {
+                self.free_now(buffer);
+            }
         }
         if let Some(s) = session.take() {
             if !self.driver.is_funtime() {

@@ -286,7 +286,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
 
     pub(crate) fn fail(&self, e: Error) -> Error {
         self.log(Level::Error, format_args!("{}", e.message()));
-        e
+        e.mark_logged()
     }
 
     /// Enters CHILD if the host reports a fork since the fork handlers were registered.
@@ -326,14 +326,16 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     fn guard_slow(&self) -> Result<()> {
         self.observe_fork();
         let s = self.state.get();
-        s.guard().inspect_err(|e| {
-            let level = if s == InitState::Closed {
-                Level::Warning
-            } else {
-                Level::Error
-            };
-            self.log(level, format_args!("{}", e.message()));
-        })
+        s.guard()
+            .inspect_err(|e| {
+                let level = if s == InitState::Closed {
+                    Level::Warning
+                } else {
+                    Level::Error
+                };
+                self.log(level, format_args!("{}", e.message()));
+            })
+            .map_err(Error::mark_logged)
     }
 
     fn with_session<R>(&self, f: impl FnOnce(&Session) -> R) -> Result<R> {

@@ -5,7 +5,7 @@
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
-use crate::driver::Binding;
+use crate::driver::{Binding, DeviceBuffer};
 use crate::registry::Handle as ModelHandle;
 use crate::status::NrtStatus;
 use crate::topology::Topology;
@@ -79,6 +79,8 @@ pub(super) struct Queue {
     pub(super) capacity: usize,
     pub(super) pending: VecDeque<Job>,
     pub(super) busy: bool,
+    /// The device buffers of the job running now (while `busy`).
+    pub(super) running: Vec<DeviceBuffer>,
     pub(super) last_submitted: u64,
     pub(super) last_completed: u64,
 }
@@ -91,6 +93,9 @@ pub(crate) struct AsyncState {
     pub(super) callback: Option<(AsyncExecCallback, usize)>,
     /// Where the round-robin scan of runnable queues starts next.
     pub(super) next: usize,
+    /// Device buffers whose tensors were freed while an execution using them was queued or
+    /// running: freed when the last such execution completes (or at `close`).
+    pub(super) deferred_frees: Vec<DeviceBuffer>,
 }
 
 impl AsyncState {
@@ -106,6 +111,7 @@ impl AsyncState {
                     capacity: EXPLICIT_QUEUE_DEPTH,
                     pending: VecDeque::new(),
                     busy: false,
+                    running: Vec::new(),
                     last_submitted: 0,
                     last_completed: 0,
                 });
@@ -120,6 +126,7 @@ impl AsyncState {
                     capacity: implicit_depth as usize,
                     pending: VecDeque::new(),
                     busy: false,
+                    running: Vec::new(),
                     last_submitted: 0,
                     last_completed: 0,
                 });
@@ -129,7 +136,30 @@ impl AsyncState {
             queues,
             callback: None,
             next: 0,
+            deferred_frees: Vec::new(),
         }
+    }
+
+    /// Whether a queued or running execution uses `buffer`.
+    pub(super) fn uses(&self, buffer: DeviceBuffer) -> bool {
+        self.queues.iter().any(|q| {
+            q.running.contains(&buffer)
+                || q.pending.iter().any(|j| {
+                    j.inputs
+                        .iter()
+                        .chain(j.outputs.iter())
+                        .any(|b| b.buffer == buffer)
+                })
+        })
+    }
+
+    /// Takes the deferred frees that no queued or running execution uses any more.
+    pub(super) fn take_unused_frees(&mut self) -> Vec<DeviceBuffer> {
+        let deferred = core::mem::take(&mut self.deferred_frees);
+        let (still_used, ready): (Vec<_>, Vec<_>) =
+            deferred.into_iter().partition(|b| self.uses(*b));
+        self.deferred_frees = still_used;
+        ready
     }
 
     pub(super) fn pending_total(&self) -> usize {

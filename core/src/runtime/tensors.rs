@@ -14,14 +14,33 @@ fn driver_error<E: DriverError>(e: &E, what: core::fmt::Arguments<'_>) -> Error 
     Error::new(e.status(), format_args!("{what}: {e}"))
 }
 
-impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
-    fn free(&self, buffer: DeviceBuffer) {
+impl<D: Driver, H: Host> Runtime<D, H> {
+    /// Returns `buffer` to the driver.
+    pub(super) fn free_now(&self, buffer: DeviceBuffer) {
         if let Err(e) = self.driver.free_device(buffer) {
             self.log(
                 Level::Error,
                 format_args!("Failed to free device memory: {e}"),
             );
         }
+    }
+}
+
+impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
+    /// Frees the storage of the last tensor using `buffer`. A queued or running asynchronous
+    /// execution still uses it: the free waits for that execution to complete, so the memory
+    /// is neither reused nor released under it.
+    fn free(&self, buffer: DeviceBuffer) {
+        {
+            let mut state = self.async_state.lock();
+            if let Some(s) = state.as_mut() {
+                if s.uses(buffer) {
+                    s.deferred_frees.push(buffer);
+                    return;
+                }
+            }
+        }
+        self.free_now(buffer);
     }
     fn read(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<()> {
         self.driver.read_device(b, offset, out).map_err(|e| {

@@ -1,0 +1,100 @@
+//! Opaque C handles for tensors and tensor sets: a generational registry per kind (the same
+//! lock-free [`Registry`] the runtime keeps its models in), no process-wide lock.
+//!
+//! A handle is the registry handle packed into a pointer-sized value that no allocation has:
+//! the kind in bits 60..64, the value's id (its generation, never reused) in bits 24..56, the
+//! slot in bits 4..24 and zeros below. A pointer that does not decode, names another kind, or
+//! whose id is not the slot's current one (freed, never allocated, forged) does not resolve: the
+//! caller gets `NRT_INVALID_HANDLE` and one log line, and nothing is dereferenced.
+
+use std::ffi::c_void;
+
+use nrt_core::registry::{Handle, InsertError, Ref, Registry};
+use nrt_core::{Error, err};
+
+/// Bits of the slot index in a packed handle (so a registry has at most 2^20 slots).
+const SLOT_BITS: u32 = 20;
+
+/// A registry of one kind of C object.
+pub(crate) struct Handles<T> {
+    registry: Registry<T>,
+    kind: u64,
+    /// What the object is called in messages ("tensor", "tensor set").
+    what: &'static str,
+}
+
+impl<T> Handles<T> {
+    /// A registry of `capacity` objects (at most 2^20) of kind `kind` (1 to 15).
+    pub(crate) fn new(capacity: u32, kind: u64, what: &'static str) -> Self {
+        Self {
+            registry: Registry::with_heavy_barrier(
+                capacity.min(1 << SLOT_BITS),
+                nrt_host::heavy_barrier(),
+            ),
+            kind: kind & 0xf,
+            what,
+        }
+    }
+
+    fn pack(&self, h: Handle) -> *mut c_void {
+        ((self.kind << 60) | (u64::from(h.id()) << 24) | (u64::from(h.slot()) << 4)) as *mut c_void
+    }
+
+    fn unpack(&self, p: *const c_void) -> Option<Handle> {
+        let v = p as u64;
+        if v >> 60 != self.kind || v & 0xf != 0 || (v >> 56) & 0xf != 0 {
+            return None;
+        }
+        let slot = (v >> 4) & ((1 << SLOT_BITS) - 1);
+        let id = (v >> 24) & 0xffff_ffff;
+        Some(Handle::from_raw((id << 32) | slot))
+    }
+
+    fn miss(&self, p: *const c_void) -> Error {
+        err!(
+            InvalidHandle,
+            "Invalid {} handle {p:p} (freed or never allocated)",
+            self.what
+        )
+    }
+
+    /// Registers `value` and returns its C handle; a full registry is `NRT_RESOURCE`.
+    pub(crate) fn insert(&self, value: T) -> Result<*mut c_void, Error> {
+        match self.registry.insert(value) {
+            Ok(h) => Ok(self.pack(h)),
+            Err(InsertError::Full) => Err(err!(
+                Resource,
+                "Too many {}s: all {} handles are in use",
+                self.what,
+                self.registry.capacity()
+            )),
+            Err(InsertError::IdsExhausted) => Err(err!(
+                Resource,
+                "Too many {}s: the handle ids of this process are used up",
+                self.what
+            )),
+        }
+    }
+
+    /// Takes a reference to the object of `p`, held until the result drops. NULL is
+    /// `NRT_INVALID`; a pointer that is not a live handle of this kind is `NRT_INVALID_HANDLE`.
+    pub(crate) fn resolve(&self, p: *const c_void) -> Result<Ref<'_, T>, Error> {
+        if p.is_null() {
+            return Err(err!(Invalid, "{} is NULL", self.what));
+        }
+        self.unpack(p)
+            .and_then(|h| self.registry.resolve(h, nrt_host::reader_id()))
+            .ok_or_else(|| self.miss(p))
+    }
+
+    /// Unregisters the object of `p` and returns it once no call holds a reference to it.
+    /// Errors as [`Handles::resolve`]; a concurrent removal of the same handle makes one of the
+    /// two callers fail with `NRT_INVALID_HANDLE`.
+    pub(crate) fn remove(&self, p: *const c_void) -> Result<T, Error> {
+        let r = self.resolve(p)?;
+        match r.erase() {
+            Ok(erased) => Ok(erased.wait(|_| std::thread::yield_now()).take()),
+            Err(_) => Err(self.miss(p)),
+        }
+    }
+}
