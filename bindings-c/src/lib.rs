@@ -42,6 +42,7 @@ type Rt = Runtime<&'static SwitchDriver, CHost>;
 
 static DRIVER: SwitchDriver = SwitchDriver::new();
 
+#[inline]
 fn rt() -> &'static Rt {
     static RT: OnceLock<Rt> = OnceLock::new();
     RT.get_or_init(|| Runtime::with_host(&DRIVER, CHost::new()))
@@ -119,6 +120,18 @@ fn run_boundary<T>(
     // Every failure is logged exactly once: the runtime marks what it logged, the rest is
     // logged here.
     r.map_err(log_failure)
+}
+
+/// The fast path of a hot exported function: `body` answers `Some` when the call succeeds with
+/// nothing to report — no log line, no [`Error`] built (an `Error` is 520 bytes, and moving
+/// `Result`s of it between the layers of a call was most of the cost of a short call) — and
+/// `None` to make the caller fall back to its full path under [`api!`], which runs the call
+/// again and reports why it fails. A panic also falls back (and the full path catches it).
+#[inline]
+fn fast_path<T>(body: impl FnOnce() -> Option<T>) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+        .ok()
+        .flatten()
 }
 
 /// Logs `e` unless it was logged already, and returns it marked as logged.

@@ -34,9 +34,11 @@ g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/
 
 echo "== the simulator MLP as a NEFF"
 cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
+echo "== a tiny NEFF without a program (many_models loads 10,000 of it)"
+cargo run -q --release -p nrt-tests --example hot_path_support -- neff "$work/mlp/empty.neff"
 
 cflags=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Ibindings-c/tests/c)
-for p in run_neff mlp_check threads errors guards free_while_queued; do
+for p in run_neff mlp_check threads errors guards free_while_queued many_models; do
   cc "${cflags[@]}" bindings-c/tests/c/$p.c -o "$work/$p" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
   cc "${cflags[@]}" -g -fsanitize=address,undefined -fno-omit-frame-pointer bindings-c/tests/c/$p.c \
     -o "$work/${p}_asan" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
@@ -76,19 +78,19 @@ run() {
   fi
 }
 
-for p in run_neff mlp_check threads errors guards free_while_queued; do
+for p in run_neff mlp_check threads errors guards free_while_queued many_models; do
   run "$p" env "$(instance_for $p)" "$work/$p" "$(arg_for $p)"
 done
 if command -v valgrind > /dev/null; then
-  for p in run_neff mlp_check threads errors guards free_while_queued; do
-    run "valgrind-$p" env "$(instance_for $p)" valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+  for p in run_neff mlp_check threads errors guards free_while_queued many_models; do
+    run "valgrind-$p" env "$(instance_for $p)" NRT_MANY_MODELS=1000 valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
       --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
   done
 else
   echo "valgrind not installed: valgrind runs skipped" >&2
   fail=$((fail + 1))
 fi
-for p in run_neff mlp_check threads errors guards free_while_queued; do
+for p in run_neff mlp_check threads errors guards free_while_queued many_models; do
   run "asan-$p" env "$(instance_for $p)" ASAN_OPTIONS=detect_leaks=1 "$work/${p}_asan" "$(arg_for $p)"
 done
 
