@@ -87,6 +87,17 @@ impl<T> Handles<T> {
             .ok_or_else(|| self.miss(p))
     }
 
+    /// [`Handles::resolve`] when it succeeds, `None` otherwise, without building an error (the
+    /// hot paths call this first and `resolve` only to report a failure).
+    #[inline]
+    pub(crate) fn try_resolve(&self, p: *const c_void) -> Option<Ref<'_, T>> {
+        if p.is_null() {
+            return None;
+        }
+        self.registry
+            .resolve(self.unpack(p)?, nrt_host::reader_id())
+    }
+
     /// Unregisters the object of `p` and returns it once no call holds a reference to it.
     /// Errors as [`Handles::resolve`]; a concurrent removal of the same handle makes one of the
     /// two callers fail with `NRT_INVALID_HANDLE`.
@@ -96,5 +107,67 @@ impl<T> Handles<T> {
             Ok(erased) => Ok(erased.wait(|_| std::thread::yield_now()).take()),
             Err(_) => Err(self.miss(p)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nrt_core::NrtStatus;
+
+    #[test]
+    fn handles_resolve_until_removed_and_never_again() {
+        let tensors: Handles<u64> = Handles::new(4, 1, "tensor");
+        let sets: Handles<u64> = Handles::new(4, 2, "tensor set");
+        let a = tensors.insert(7).unwrap_or(std::ptr::null_mut());
+        let b = tensors.insert(8).unwrap_or(std::ptr::null_mut());
+        // Bit 60 marks the kind; the low 4 bits are clear (pointer-aligned).
+        assert_eq!(a as u64 >> 60, 1);
+        assert_eq!(a as u64 & 0xf, 0);
+        assert_eq!(tensors.resolve(a).map(|r| *r), Ok(7));
+        assert_eq!(tensors.resolve(b).map(|r| *r), Ok(8));
+        // Another kind's registry refuses it.
+        let e = sets.resolve(a).err();
+        assert_eq!(
+            e.as_ref().map(Error::status),
+            Some(NrtStatus::InvalidHandle)
+        );
+        assert_eq!(
+            e.as_ref().map(Error::message),
+            Some(format!("Invalid tensor set handle {a:p} (freed or never allocated)").as_str())
+        );
+        assert_eq!(tensors.remove(a), Ok(7));
+        // Stale: the slot is reused by the next insert under a new id, yet `a` stays dead.
+        let c = tensors.insert(9).unwrap_or(std::ptr::null_mut());
+        assert_ne!(c, a);
+        for p in [a, (a as u64 | 8) as *mut c_void, 0x1234560 as *mut c_void] {
+            let e = tensors.resolve(p).err();
+            assert_eq!(e.map(|e| e.status()), Some(NrtStatus::InvalidHandle));
+        }
+        assert_eq!(
+            tensors.remove(a).map_err(|e| e.status()),
+            Err(NrtStatus::InvalidHandle)
+        );
+        assert_eq!(
+            tensors
+                .resolve(std::ptr::null())
+                .map(|r| *r)
+                .map_err(|e| e.status()),
+            Err(NrtStatus::Invalid)
+        );
+        assert_eq!(tensors.resolve(c).map(|r| *r), Ok(9));
+    }
+
+    #[test]
+    fn a_full_registry_is_a_resource_error() {
+        let h: Handles<u8> = Handles::new(2, 3, "tensor");
+        assert!(h.insert(1).is_ok());
+        assert!(h.insert(2).is_ok());
+        let e = h.insert(3).err();
+        assert_eq!(e.as_ref().map(Error::status), Some(NrtStatus::Resource));
+        assert_eq!(
+            e.as_ref().map(Error::message),
+            Some("Too many tensors: all 2 handles are in use")
+        );
     }
 }

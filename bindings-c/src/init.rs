@@ -206,8 +206,8 @@ count_fn!(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_get_instance_info(info: *mut c_void, len: usize) -> u32 {
     api!("nrt_get_instance_info", {
-        let p = out(info.cast::<u8>(), "instance info")?;
         rt().guard()?;
+        let p = out(info.cast::<u8>(), "instance info")?;
         let device = rt().device_info()?;
         let (id, revision): (_, &[u8]) = match DRIVER.get().and_then(AnyDriver::as_sim) {
             Some(d) => {

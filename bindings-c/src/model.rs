@@ -109,7 +109,7 @@ fn model_counts(model: *const c_void) -> Result<(u32, u32, u32), Error> {
 /// The physical core count of [`model_counts`] when the call succeeds, without building an
 /// error (the fast path). An `Option<u32>` comes back in registers; a larger value would go
 /// through memory written in pieces and read whole, which stalls store forwarding.
-#[inline(never)]
+#[inline(always)]
 fn try_model_core_count(model: *const c_void) -> Option<u32> {
     rt().try_model_core_count(ModelHandle::from_raw(model as u64))
 }
@@ -132,14 +132,20 @@ macro_rules! model_count_fn {
                     return nrt_core::NrtStatus::Success.code();
                 }
             }
-            api!($label, {
-                rt().guard()?;
-                let p = out(count, "count")?;
-                let c = model_counts(model)?;
-                // SAFETY: checked non-NULL.
-                unsafe { put(p, $pick(c)) };
-                Ok(())
-            })
+            /// The full path: reports why the call fails (kept out of the hot function).
+            #[cold]
+            #[inline(never)]
+            fn full(model: *const c_void, count: *mut u32) -> u32 {
+                api!($label, {
+                    rt().guard()?;
+                    let p = out(count, "count")?;
+                    let c = model_counts(model)?;
+                    // SAFETY: checked non-NULL.
+                    unsafe { put(p, $pick(c)) };
+                    Ok(())
+                })
+            }
+            full(model, count)
         }
     };
 }

@@ -85,7 +85,6 @@ pub unsafe extern "C" fn nrt_tensor_allocate_empty(
         let slot = out(tensor, "tensor")?;
         // SAFETY: the caller's contract.
         let name = unsafe { cstr(name) }.unwrap_or_default();
-        rt().guard()?;
         new_tensor(Tensor::empty(&name), slot)
     })
 }

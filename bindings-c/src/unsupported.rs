@@ -1,5 +1,5 @@
-//! Functions nrt-rs does not support: each returns a status and logs a line naming itself and
-//! why.
+//! Functions nrt-rs does not support: each runs the lifecycle guard, then returns a status and
+//! logs a line naming itself and why.
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -14,6 +14,7 @@ macro_rules! unsupported {
         pub extern "C" fn $name($($arg: $ty),*) -> u32 {
             $(let _ = $arg;)*
             api!($label, {
+                crate::rt().guard()?;
                 let e = Error::new(NrtStatus::$status, format_args!("{} is not supported by nrt-rs: {}", $label, $why));
                 Err(e)
             })

@@ -306,3 +306,16 @@ fn device_memory_freed_while_queued_is_released_when_the_executions_complete() {
         with_tensors - (65536 + 65536 + 32768)
     );
 }
+
+#[test]
+fn a_model_on_trn2_runs_on_the_two_physical_cores_of_its_logical_core() {
+    let (rt, _m) = runtime(&[]);
+    let h = rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
+    assert_eq!(rt.model_core_count(h).unwrap(), 2);
+    rt.unload(h).unwrap();
+    assert_err(
+        rt.model_core_count(h).map(|_| ()),
+        NrtStatus::InvalidHandle,
+        &format!("Failed to find model: {}", h.id()),
+    );
+}

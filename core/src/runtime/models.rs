@@ -251,19 +251,18 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         Ok(m.io().input(name).is_some())
     }
 
-    /// The process-relative logical core a model is loaded on (`nrt_get_model_info`).
-    pub fn model_lnc(&self, h: ModelHandle) -> Result<u32> {
-        let m = self.model(h)?;
-        Ok(self.published.topology().relative_lnc(m.lnc()).unwrap_or(0))
-    }
-
-    /// The physical cores a loaded model runs on: its logical core's size
-    /// (`nrt_get_model_nc_count`). The hot path of that C call: the guard, one resolution of the
-    /// handle and the topology the session published, without a lock.
+    /// `nrt_get_model_nc_count`: the physical cores a model runs on, the size of its logical
+    /// core (guarded; one model resolution, no lock).
     #[inline]
     pub fn model_core_count(&self, h: ModelHandle) -> Result<u32> {
         let _m = self.model(h)?;
         Ok(self.published.topology().lnc_size())
+    }
+
+    /// The process-relative logical core a model is loaded on (`nrt_get_model_info`).
+    pub fn model_lnc(&self, h: ModelHandle) -> Result<u32> {
+        let m = self.model(h)?;
+        Ok(self.published.topology().relative_lnc(m.lnc()).unwrap_or(0))
     }
 
     /// [`Runtime::model_core_count`] when it would succeed, `None` otherwise — without logging
