@@ -87,6 +87,17 @@ impl<T> Handles<T> {
             .ok_or_else(|| self.miss(p))
     }
 
+    /// [`Handles::resolve`] when it succeeds, `None` otherwise, without building an error (the
+    /// hot paths call this first and `resolve` only to report a failure).
+    #[inline]
+    pub(crate) fn try_resolve(&self, p: *const c_void) -> Option<Ref<'_, T>> {
+        if p.is_null() {
+            return None;
+        }
+        self.registry
+            .resolve(self.unpack(p)?, nrt_host::reader_id())
+    }
+
     /// Unregisters the object of `p` and returns it once no call holds a reference to it.
     /// Errors as [`Handles::resolve`]; a concurrent removal of the same handle makes one of the
     /// two callers fail with `NRT_INVALID_HANDLE`.

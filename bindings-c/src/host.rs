@@ -2,31 +2,34 @@
 //! console (raw writes to fd 2, safe in a forked child) or syslog, over the std platform
 //! services (fork detection, per-thread registry rows, parallel staging).
 
-use std::cell::Cell;
 use std::ffi::CString;
 use std::fmt::{self, Write as _};
 
 use nrt_core::{Host, Level};
 use nrt_host::StdPlatform;
 
-thread_local! {
-    /// The exported function the calling thread is in (set by the FFI macro).
-    static CURRENT: Cell<&'static str> = const { Cell::new("nrt") };
-}
-
-/// Marks the calling thread as inside `name` until the guard drops.
-pub(crate) struct InCall(&'static str);
+/// Marks the calling thread as inside the exported function `name` until the guard drops (log
+/// lines name it). The name is kept in a per-thread word of the host reached without
+/// `__tls_get_addr` ([`nrt_host::tls`]): every exported call sets and restores it.
+pub(crate) struct InCall(Option<&'static str>);
 
 impl InCall {
+    #[inline]
     pub(crate) fn enter(name: &'static str) -> Self {
-        Self(CURRENT.with(|c| c.replace(name)))
+        Self(nrt_host::tls::replace_call_label(Some(name)))
     }
 }
 
 impl Drop for InCall {
+    #[inline]
     fn drop(&mut self) {
-        CURRENT.with(|c| c.set(self.0));
+        nrt_host::tls::replace_call_label(self.0);
     }
+}
+
+/// The exported function the calling thread is in ("nrt" outside any).
+fn current_function() -> &'static str {
+    nrt_host::tls::call_label().unwrap_or("nrt")
 }
 
 /// Where log lines go (`NEURON_RT_LOG_LOCATION`).
@@ -63,7 +66,7 @@ impl Host for CHost {
         if self.quiet {
             return;
         }
-        let func = CURRENT.with(Cell::get);
+        let func = current_function();
         let mut line = String::new();
         match self.location {
             LogLocation::Console => {

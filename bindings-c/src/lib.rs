@@ -42,6 +42,7 @@ type Rt = Runtime<&'static SwitchDriver, CHost>;
 
 static DRIVER: SwitchDriver = SwitchDriver::new();
 
+#[inline]
 fn rt() -> &'static Rt {
     static RT: OnceLock<Rt> = OnceLock::new();
     RT.get_or_init(|| Runtime::with_host(&DRIVER, CHost::new()))
@@ -118,18 +119,53 @@ pub use unsupported::*;
 
 /// The body of [`api!`]: runs `body` inside the exported function `name` (log lines name it)
 /// and turns a panic into `NRT_FAILURE` with a log line.
+///
+/// On success nothing of the size of an [`Error`] (520 bytes) is moved: the unwinding closure
+/// hands back only the value, and an error is parked beside it, so a short call does not pay
+/// for copying a `Result` out of `catch_unwind`.
+#[inline(always)]
 fn run_boundary<T>(
     name: &'static str,
     body: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
     let _in = host::InCall::enter(name);
-    let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(r) => r,
-        Err(_) => Err(err!(Failure, "internal error (panic) caught in {name}")),
-    };
+    let mut failure: Option<Error> = None;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match body() {
+        Ok(v) => Some(v),
+        Err(e) => {
+            failure = Some(e);
+            None
+        }
+    }));
+    match caught {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(boundary_failure(failure, name)),
+        Err(_) => Err(boundary_failure(
+            Some(err!(Failure, "internal error (panic) caught in {name}")),
+            name,
+        )),
+    }
+}
+
+/// The failure of a call, logged once ([`log_failure`]).
+#[cold]
+#[inline(never)]
+fn boundary_failure(failure: Option<Error>, name: &str) -> Error {
     // Every failure is logged exactly once: the runtime marks what it logged, the rest is
     // logged here.
-    r.map_err(log_failure)
+    log_failure(failure.unwrap_or_else(|| err!(Failure, "internal error: {name} failed")))
+}
+
+/// The fast path of a hot exported function: `body` answers `Some` when the call succeeds with
+/// nothing to report — no log line, no [`Error`] built (an `Error` is 520 bytes, and moving
+/// `Result`s of it between the layers of a call was most of the cost of a short call) — and
+/// `None` to make the caller fall back to its full path under [`api!`], which runs the call
+/// again and reports why it fails. A panic also falls back (and the full path catches it).
+#[inline]
+fn fast_path<T>(body: impl FnOnce() -> Option<T>) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+        .ok()
+        .flatten()
 }
 
 /// Logs `e` unless it was logged already, and returns it marked as logged.
@@ -143,6 +179,7 @@ fn log_failure(e: Error) -> Error {
 }
 
 /// The `NRT_STATUS` code of a result.
+#[inline(always)]
 fn status_code(r: Result<(), Error>) -> u32 {
     match r {
         Ok(()) => NrtStatus::Success.code(),

@@ -100,9 +100,18 @@ pub extern "C" fn nrt_unload(model: *mut c_void) -> u32 {
 
 /// What a model occupies: `(physical cores, logical cores, instances)`. A model is loaded once
 /// (`vnc_count` is ignored, as libnrt 2.x does), on one logical core, and runs on each of that
-/// core's physical cores.
+/// core's physical cores. One resolution of the handle, no lock (the C hot path).
+#[inline]
 fn model_counts(model: *const c_void) -> Result<(u32, u32, u32), Error> {
     Ok((rt().model_core_count(model_of(model)?)?, 1, 1))
+}
+
+/// The physical core count of [`model_counts`] when the call succeeds, without building an
+/// error (the fast path). An `Option<u32>` comes back in registers; a larger value would go
+/// through memory written in pieces and read whole, which stalls store forwarding.
+#[inline(always)]
+fn try_model_core_count(model: *const c_void) -> Option<u32> {
+    rt().try_model_core_count(ModelHandle::from_raw(model as u64))
 }
 
 macro_rules! model_count_fn {
@@ -114,14 +123,29 @@ macro_rules! model_count_fn {
         /// `count` is NULL or writable.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(model: *const c_void, count: *mut u32) -> u32 {
-            api!($label, {
-                rt().guard()?;
-                let p = out(count, "count")?;
-                let c = model_counts(model)?;
-                // SAFETY: checked non-NULL.
-                unsafe { put(p, $pick(c)) };
-                Ok(())
-            })
+            // One guard and one resolution, nothing built on success; any failure is reported
+            // by the full path below.
+            if !model.is_null() && !count.is_null() {
+                if let Some(n) = crate::fast_path(|| try_model_core_count(model)) {
+                    // SAFETY: checked non-NULL; the caller's contract.
+                    unsafe { put(count, $pick((n, 1, 1))) };
+                    return nrt_core::NrtStatus::Success.code();
+                }
+            }
+            /// The full path: reports why the call fails (kept out of the hot function).
+            #[cold]
+            #[inline(never)]
+            fn full(model: *const c_void, count: *mut u32) -> u32 {
+                api!($label, {
+                    rt().guard()?;
+                    let p = out(count, "count")?;
+                    let c = model_counts(model)?;
+                    // SAFETY: checked non-NULL.
+                    unsafe { put(p, $pick(c)) };
+                    Ok(())
+                })
+            }
+            full(model, count)
         }
     };
 }

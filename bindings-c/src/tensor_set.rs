@@ -135,13 +135,21 @@ pub unsafe extern "C" fn nrt_get_tensor_from_tensor_set(
 }
 
 /// Runs `f` with the tensor sets behind two set handles (read-locked for the call).
+#[inline]
 pub(crate) fn with_sets<R>(
     input: *const c_void,
     output: *const c_void,
     f: impl FnOnce(&TensorSet<'static>, &TensorSet<'static>) -> Result<R, Error>,
 ) -> Result<R, Error> {
-    let i = set_of(input)?;
-    let o = set_of(output)?;
+    // Resolve without building an error; on a miss, `set_of` says why.
+    let i = match sets().try_resolve(input) {
+        Some(r) => r,
+        None => set_of(input)?,
+    };
+    let o = match sets().try_resolve(output) {
+        Some(r) => r,
+        None => set_of(output)?,
+    };
     let (ig, og) = (i.read(), o.read());
     f(&ig.set, &og.set)
 }

@@ -69,9 +69,11 @@ cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/
 
 echo "== the simulator MLP as a NEFF"
 cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
+echo "== a tiny NEFF without a program (many_models loads 10,000 of it)"
+cargo run -q --release -p nrt-tests --example hot_path_support -- neff "$work/mlp/empty.neff"
 
 cflags=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Ibindings-c/tests/c)
-for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
+for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
   cc "${cflags[@]}" bindings-c/tests/c/$p.c -o "$work/$p" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
   cc "${cflags[@]}" -g -fsanitize=address,undefined -fno-omit-frame-pointer bindings-c/tests/c/$p.c \
     -o "$work/${p}_asan" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
@@ -111,19 +113,19 @@ run() {
   fi
 }
 
-for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
+for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
   run "$p" env "$(instance_for $p)" "$work/$p" "$(arg_for $p)"
 done
 if command -v valgrind > /dev/null; then
-  for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
-    run "valgrind-$p" env "$(instance_for $p)" valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+  for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
+    run "valgrind-$p" env "$(instance_for $p)" NRT_MANY_MODELS=1000 valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
       --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
   done
 else
   echo "valgrind not installed: valgrind runs skipped" >&2
   fail=$((fail + 1))
 fi
-for p in run_neff mlp_check threads errors guards free_while_queued async_ext; do
+for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
   run "asan-$p" env "$(instance_for $p)" ASAN_OPTIONS=detect_leaks=1 "$work/${p}_asan" "$(arg_for $p)"
 done
 

@@ -84,6 +84,7 @@ impl Topology {
     }
 
     /// Physical cores per logical core.
+    #[inline]
     pub const fn lnc_size(&self) -> u32 {
         self.lnc_size as u32
     }
@@ -146,6 +147,7 @@ impl Topology {
     /// The topology packed into 32 bits: the first logical core (9 bits), the count (10 bits),
     /// the size minus one (3 bits), the cores per device minus one (10 bits). Only the default
     /// topology packs to 0 (every other one owns at least one core).
+    #[inline]
     pub const fn to_bits(self) -> u32 {
         let size = (self.lnc_size as u32).saturating_sub(1);
         let per_device = (self.cores_per_device as u32).saturating_sub(1);
@@ -156,6 +158,7 @@ impl Topology {
     }
 
     /// Unpacks [`Topology::to_bits`] (0 gives the default, empty topology).
+    #[inline]
     pub const fn from_bits(bits: u32) -> Self {
         if bits == 0 {
             return Self {

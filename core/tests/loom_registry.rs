@@ -181,3 +181,52 @@ fn concurrent_erases_free_once() {
         assert!(freed.load(Ordering::SeqCst));
     });
 }
+
+/// Growth: two inserts race to allocate the second chunk (capacity 4, chunks of 2 under loom)
+/// while a reader on an exclusive row resolves a value of the first chunk and a handle of the
+/// second. Exactly one chunk is published (no slot is handed out twice), the loser frees its
+/// own, the reader never sees a value that is not there, and every value is freed once.
+#[test]
+fn inserts_racing_to_grow_and_a_reader() {
+    loom::model(|| {
+        let reg = Arc::new(Registry::new(4));
+        let flags: Vec<_> = (0..4).map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let mk = |id: u32| Model {
+            id,
+            freed: Arc::clone(&flags[id as usize]),
+        };
+        let a = reg.insert(mk(0)).unwrap();
+        let b = reg.insert(mk(1)).unwrap();
+        assert_eq!((a.slot(), b.slot()), (0, 1));
+        let growers: Vec<_> = [2u32, 3]
+            .into_iter()
+            .map(|id| {
+                let reg = Arc::clone(&reg);
+                let m = mk(id);
+                thread::spawn(move || reg.insert(m).unwrap())
+            })
+            .collect();
+        let reader = {
+            let reg = Arc::clone(&reg);
+            thread::spawn(move || {
+                use_model(&reg.resolve(a, reader(0, true)).unwrap(), 0);
+                // A handle into the second chunk: misses until its insert publishes it.
+                let h = nrt_core::registry::Handle::from_raw((3u64 << 32) | 2);
+                if let Some(g) = reg.resolve(h, reader(0, true)) {
+                    assert!(g.id == 2 || g.id == 3);
+                    use_model(&g, g.id);
+                }
+            })
+        };
+        let hs: Vec<_> = growers.into_iter().map(|t| t.join().unwrap()).collect();
+        reader.join().unwrap();
+        let mut slots: Vec<u32> = hs.iter().map(|h| h.slot()).collect();
+        slots.sort_unstable();
+        assert_eq!(slots, [2, 3]);
+        for (h, id) in hs.iter().zip([2u32, 3]) {
+            use_model(&reg.resolve(*h, MAIN).unwrap(), id);
+        }
+        drop(reg);
+        assert!(flags.iter().all(|f| f.load(Ordering::SeqCst)));
+    });
+}

@@ -38,6 +38,7 @@ pub fn register_fork_handlers() -> Result<(), i32> {
 /// How many `fork()`s separate this process from the one that called
 /// [`register_fork_handlers`] (0 there, 1 in its child, 2 in a grandchild, ...). Constant 0 until
 /// the handlers are registered. Async-signal-safe: one atomic load.
+#[inline]
 pub fn fork_generation() -> u32 {
     FORK_GENERATION.load(Ordering::SeqCst)
 }

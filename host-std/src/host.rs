@@ -44,6 +44,7 @@ impl Platform for StdPlatform {
         fork::register_fork_handlers()
     }
 
+    #[inline]
     fn fork_generation(&self) -> u32 {
         fork::fork_generation()
     }
@@ -53,6 +54,7 @@ impl Platform for StdPlatform {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 
+    #[inline]
     fn reader_id(&self) -> ReaderId {
         reader_id()
     }
@@ -168,23 +170,13 @@ pub fn heavy_barrier() -> Option<HeavyBarrier> {
 /// The calling thread's registry reader id: each thread gets its own index from a process
 /// counter the first time it asks, and indices are never reused, so the first
 /// [`EXCLUSIVE_ROWS`](nrt_core::reader::EXCLUSIVE_ROWS) threads of the process count their
-/// model references without atomic read-modify-writes; later threads share rows.
+/// model references without atomic read-modify-writes; later threads share rows. The index
+/// is kept in a per-thread word reached without `__tls_get_addr` (see [`crate::tls`]).
+#[inline]
 pub fn reader_id() -> ReaderId {
-    use std::cell::Cell;
     use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    let index = INDEX.with(|s| {
-        let v = s.get();
-        if v != usize::MAX {
-            return v;
-        }
-        let v = NEXT.fetch_add(1, Ordering::Relaxed);
-        s.set(v);
-        v
-    });
+    let index = crate::tls::reader_index(|| NEXT.fetch_add(1, Ordering::Relaxed));
     // SAFETY: `index` comes from a process-wide counter that is never decremented, and each
     // thread keeps the one it drew: no two threads ever hold the same index.
     unsafe { ReaderId::exclusive(index) }
@@ -288,6 +280,7 @@ impl Platform for CapturingHost {
         }
     }
 
+    #[inline]
     fn fork_generation(&self) -> u32 {
         self.generation.load(Ordering::SeqCst)
     }
@@ -298,6 +291,7 @@ impl Platform for CapturingHost {
         std::thread::yield_now();
     }
 
+    #[inline]
     fn reader_id(&self) -> ReaderId {
         reader_id()
     }

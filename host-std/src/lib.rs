@@ -25,6 +25,8 @@ mod host;
 mod sys;
 mod time;
 
+pub mod tls;
+
 pub mod coredump;
 
 pub use coredump::CoreDumper;

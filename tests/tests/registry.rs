@@ -397,3 +397,57 @@ fn concurrent_unloads_of_one_handle_succeed_once() {
         }
     }
 }
+
+/// No fixed model limit (issue 13): 10,000 models loaded from a NEFF through `Runtime::load`,
+/// each queried and executed, then all unloaded; the registry grew a chunk at a time and every
+/// unloaded handle is refused.
+#[test]
+fn ten_thousand_models_load_execute_and_unload() {
+    use nrt_core::tensor::{TensorPlacement, TensorSet};
+    const N: usize = 10_000;
+    let machine = SimMachine::new(SimConfig::funtime(Instance::Trn1, 1));
+    let rt = Runtime::with_options(
+        FaultInjector::new(SimDriver::attach(&machine)),
+        Arc::new(CapturingHost::new()),
+        RuntimeOptions::default(),
+    );
+    init(&rt, &[("NEURON_RT_LOG_LEVEL", "ERROR")]).unwrap();
+    assert!(rt.options().max_models >= 65_536);
+    let neff = nrt_tests::models::empty_neff();
+    let hs: Vec<ModelHandle> = (0..N).map(|_| rt.load(&neff, 0, -1).unwrap()).collect();
+    assert_eq!(rt.loaded_models().unwrap().len(), N);
+    let input = rt
+        .tensor_allocate(TensorPlacement::Device, 0, 64, "in")
+        .unwrap();
+    let output = rt
+        .tensor_allocate(TensorPlacement::Device, 0, 64, "out")
+        .unwrap();
+    let mut inputs = TensorSet::new();
+    inputs.add("in", input);
+    let mut outputs = TensorSet::new();
+    outputs.add("out", output);
+    for h in &hs {
+        assert_eq!(
+            rt.model_core_count(*h).unwrap(),
+            1,
+            "trn1: one core per model"
+        );
+        // A model without a program zero-fills its output: poison it first.
+        outputs.get("out").unwrap().write(0, &[0xa5; 64]).unwrap();
+        rt.execute(*h, &inputs, &outputs).unwrap();
+        let mut got = [0xffu8; 64];
+        outputs.get("out").unwrap().read(0, &mut got).unwrap();
+        assert_eq!(got, [0u8; 64]);
+    }
+    for h in &hs {
+        rt.unload(*h).unwrap();
+    }
+    assert!(rt.loaded_models().unwrap().is_empty());
+    for h in hs.iter().step_by(997) {
+        assert_err(
+            rt.model(*h),
+            NrtStatus::InvalidHandle,
+            &format!("Failed to find model: {}", h.id()),
+        );
+    }
+}

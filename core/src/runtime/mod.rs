@@ -125,6 +125,7 @@ impl Published {
             .store(config.implicit_async(), Ordering::Release);
     }
 
+    #[inline]
     fn topology(&self) -> Topology {
         Topology::from_bits(self.topology.load(Ordering::Acquire))
     }
@@ -145,18 +146,26 @@ impl Published {
 /// Construction-time settings of a [`Runtime`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RuntimeOptions {
-    /// Models that can be loaded at once (the registry's fixed capacity). Loading one more
-    /// fails with `NRT_RESOURCE`.
+    /// Models that can be loaded at once: the upper bound of the model registry, which grows
+    /// on demand a chunk of [`crate::registry::CHUNK_SLOTS`] models at a time (only a table of
+    /// one pointer per chunk is allocated up front). Loading one more fails with
+    /// `NRT_RESOURCE`. The default, [`RuntimeOptions::DEFAULT_MAX_MODELS`] (65,536), is far
+    /// above what a process loads in practice (libnrt has no limit); firmware may set it small.
     pub max_models: u32,
     /// While `unload` waits for references to drain it logs "still waiting for model[%u] ref
     /// count 0" every this many relax periods (100 000 × 1 ms ≈ 100 s on a std host).
     pub unload_warn_every: u64,
 }
 
+impl RuntimeOptions {
+    /// The default upper bound on loaded models.
+    pub const DEFAULT_MAX_MODELS: u32 = 65_536;
+}
+
 impl Default for RuntimeOptions {
     fn default() -> Self {
         Self {
-            max_models: 256,
+            max_models: Self::DEFAULT_MAX_MODELS,
             unload_warn_every: 100_000,
         }
     }
@@ -229,8 +238,8 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         Self::with_options(driver, host, RuntimeOptions::default())
     }
 
-    /// A runtime in START with explicit [`RuntimeOptions`]. Every table the runtime needs
-    /// (the model registry) is allocated here, once.
+    /// A runtime in START with explicit [`RuntimeOptions`]. The model registry's chunk table is
+    /// allocated here; its chunks are allocated as models are loaded, never on a lookup.
     pub fn with_options(driver: D, host: H, options: RuntimeOptions) -> Self {
         #[cfg(feature = "alloc")]
         let models = crate::registry::Registry::with_heavy_barrier(
@@ -307,10 +316,17 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// and message of the current state (logged: CLOSED as a warning, the others as errors).
     #[inline]
     pub fn guard(&self) -> Result<()> {
-        if self.state.get() == InitState::Init && !self.forked() {
+        if self.is_ready() {
             return Ok(());
         }
         self.guard_slow()
+    }
+
+    /// Whether the guard would pass (INIT, not in a forked child), without logging or building
+    /// an error: the test of the C hot paths, which fall back to [`Runtime::guard`] to report.
+    #[inline]
+    pub fn is_ready(&self) -> bool {
+        self.state.get() == InitState::Init && !self.forked()
     }
 
     /// Whether the host reports a fork since the fork handlers were registered.

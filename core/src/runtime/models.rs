@@ -22,11 +22,14 @@ pub type ModelHandle = Handle;
 pub type ModelRef<'a> = Ref<'a, Model>;
 
 impl<D: Driver, H: Host> Runtime<D, H> {
+    #[cold]
+    #[inline(never)]
     fn miss(&self, h: ModelHandle) -> Error {
         self.fail(err!(InvalidHandle, "Failed to find model: {}", h.id()))
     }
 
     /// Takes a reference to a model without the state guard (for `close`'s sweep).
+    #[inline]
     fn resolve_unguarded(&self, h: ModelHandle) -> Result<ModelRef<'_>> {
         self.models
             .resolve(h, self.host.platform().reader_id())
@@ -51,6 +54,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
 
     /// Takes a reference to the model of `h` (guarded). A miss is `NRT_INVALID_HANDLE`,
     /// "Failed to find model: %u".
+    #[inline]
     pub fn model(&self, h: ModelHandle) -> Result<ModelRef<'_>> {
         self.guard()?;
         self.resolve_unguarded(h)
@@ -249,6 +253,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
 
     /// `nrt_get_model_nc_count`: the physical cores a model runs on, the size of its logical
     /// core (guarded; one model resolution, no lock).
+    #[inline]
     pub fn model_core_count(&self, h: ModelHandle) -> Result<u32> {
         let _m = self.model(h)?;
         Ok(self.published.topology().lnc_size())
@@ -258,5 +263,17 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     pub fn model_lnc(&self, h: ModelHandle) -> Result<u32> {
         let m = self.model(h)?;
         Ok(self.published.topology().relative_lnc(m.lnc()).unwrap_or(0))
+    }
+
+    /// [`Runtime::model_core_count`] when it would succeed, `None` otherwise — without logging
+    /// or building an [`Error`] (a 520-byte value whose moves dominated the C hot path). The C
+    /// library answers from this and calls the full form only to report a failure.
+    #[inline]
+    pub fn try_model_core_count(&self, h: ModelHandle) -> Option<u32> {
+        if !self.is_ready() {
+            return None;
+        }
+        let _m = self.models.resolve(h, self.host.platform().reader_id())?;
+        Some(self.published.topology().lnc_size())
     }
 }

@@ -1,4 +1,4 @@
-//! The model registry: a fixed-capacity slot table whose lookups write no shared cache line.
+//! The model registry: a growable slot table whose lookups write no shared cache line.
 //!
 //! # Protocol
 //!
@@ -43,6 +43,19 @@
 //! fence and the drain runs the process-wide barrier instead: the asymmetric form of the same
 //! pattern (userspace RCU's), which loom cannot model; the stress test exercises it.
 //!
+//! # Growth
+//!
+//! The slots live in **chunks** of [`CHUNK_SLOTS`] slots (fewer for a registry whose upper
+//! bound is smaller), each with its own reader counters. The registry is created with an upper
+//! bound (its [`Registry::capacity`]) and allocates only a table of one chunk pointer per
+//! chunk, all NULL. An insert that finds every allocated slot in use allocates the next chunk
+//! and publishes it with a compare-and-swap on its table entry (Release; two racing growers
+//! each allocate and the loser frees its own). Chunks never move and are freed only when the
+//! registry drops, so a [`Ref`] — a plain reference into a chunk — stays valid, and a reader
+//! reaches its slot with one Acquire load of the table entry (NULL: the handle misses). Memory
+//! is therefore bounded by the upper bound, allocated a chunk at a time, never on the lookup
+//! path, and never returned before the registry drops.
+//!
 //! The protocol is model-checked with loom (`core/tests/loom_registry.rs`) and the unsafe code
 //! is run under Miri.
 
@@ -52,8 +65,9 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 use core::mem::MaybeUninit;
+use core::ptr;
 
-use crate::sync::{AtomicU32, Ordering, UnsafeCell, compiler_fence, fence, spin_hint};
+use crate::sync::{AtomicPtr, AtomicU32, Ordering, UnsafeCell, compiler_fence, fence, spin_hint};
 
 pub use crate::reader::{EXCLUSIVE_ROWS, HeavyBarrier, ReaderId, SHARED_ROWS};
 
@@ -69,6 +83,14 @@ const DEAD: u32 = 3;
 const LANES: usize = 16;
 #[cfg(loom)]
 const LANES: usize = 2;
+
+/// Slots per chunk: the registry grows by this many slots (with their reader counters) at a
+/// time. Under loom, two, so that the model checks cover a registry of several chunks.
+#[cfg(not(loom))]
+pub const CHUNK_SLOTS: u32 = 256;
+/// Slots per chunk (reduced under loom).
+#[cfg(loom)]
+pub const CHUNK_SLOTS: u32 = 2;
 
 /// Refuse a reference when a counter reaches this (leaked guards), rather than wrap.
 const COUNTER_LIMIT: u32 = u32::MAX / 2;
@@ -131,34 +153,81 @@ pub enum InsertError {
     IdsExhausted,
 }
 
-/// A fixed-capacity registry of `T` values (see the module documentation for the protocol).
+/// A registry of `T` values that grows on demand up to a fixed upper bound (see the module
+/// documentation for the protocol and its growth).
 pub struct Registry<T> {
-    slots: Box<[Slot<T>]>,
-    counters: Box<[CounterLine]>,
+    /// One pointer per chunk, NULL until the chunk is allocated; never shrinks, and a chunk,
+    /// once published, stays at its address until the registry drops.
+    chunks: Box<[AtomicPtr<Chunk<T>>]>,
+    /// Slots per chunk, as a power of two.
+    chunk_shift: u32,
+    /// Upper bound on the number of slots.
+    capacity: u32,
+    /// Counter lines per reader row within one chunk.
     lines_per_row: usize,
     next_id: AtomicU32,
     heavy_barrier: Option<HeavyBarrier>,
 }
 
+/// A run of slots and their reader counters, allocated in one piece when the registry grows.
+struct Chunk<T> {
+    slots: Box<[Slot<T>]>,
+    counters: Box<[CounterLine]>,
+}
+
+impl<T> Chunk<T> {
+    fn new(slots: usize, lines_per_row: usize) -> Self {
+        Self {
+            slots: (0..slots)
+                .map(|_| Slot {
+                    state: AtomicU32::new(EMPTY),
+                    id: AtomicU32::new(0),
+                    value: UnsafeCell::new(MaybeUninit::uninit()),
+                })
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+            counters: (0..ROWS * lines_per_row)
+                .map(|_| CounterLine::new())
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        }
+    }
+
+    #[inline]
+    fn counter(&self, lines_per_row: usize, row: usize, local: usize) -> Option<&AtomicU32> {
+        let line = row * lines_per_row + local / LANES;
+        self.counters.get(line)?.0.get(local % LANES)
+    }
+
+    fn bytes(&self) -> usize {
+        core::mem::size_of::<Self>()
+            + core::mem::size_of_val(&*self.slots)
+            + core::mem::size_of_val(&*self.counters)
+    }
+}
+
 // SAFETY: the registry hands out `&T` to several threads at once (`Sync` needs `T: Sync`) and
 // moves `T` values in and out across threads (`Send` needs `T: Send`); all shared state besides
-// the values is atomic.
+// the values is atomic, and chunks are owned by the registry.
 unsafe impl<T: Send + Sync> Sync for Registry<T> {}
-// SAFETY: as above; owning the registry owns the values.
+// SAFETY: as above; owning the registry owns the chunks and the values.
 unsafe impl<T: Send> Send for Registry<T> {}
 
 impl<T> fmt::Debug for Registry<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
             .field("capacity", &self.capacity())
+            .field("allocated", &self.allocated_slots())
             .field("live", &self.live_handles().len())
             .finish_non_exhaustive()
     }
 }
 
 impl<T> Registry<T> {
-    /// A registry of `capacity` slots. All memory is allocated here, once. Readers and drains
-    /// order themselves with SeqCst fences.
+    /// A registry of at most `capacity` slots. Only the chunk table (one pointer per
+    /// [`CHUNK_SLOTS`] slots) is allocated here; slots and their counters are allocated a chunk
+    /// at a time when an insert finds every allocated slot in use. Readers and drains order
+    /// themselves with SeqCst fences.
     pub fn new(capacity: u32) -> Self {
         Self::with_heavy_barrier(capacity, None)
     }
@@ -172,66 +241,125 @@ impl<T> Registry<T> {
             let _ = heavy_barrier;
             None
         };
-        let cap = capacity as usize;
-        let lines_per_row = cap.div_ceil(LANES).max(1);
-        let slots = (0..cap)
-            .map(|_| Slot {
-                state: AtomicU32::new(EMPTY),
-                id: AtomicU32::new(0),
-                value: UnsafeCell::new(MaybeUninit::uninit()),
-            })
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
-        let counters = (0..ROWS * lines_per_row)
-            .map(|_| CounterLine::new())
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
+        // Small registries get one chunk of exactly their (rounded-up) size.
+        let chunk_slots = capacity.max(1).next_power_of_two().min(CHUNK_SLOTS);
+        let chunk_shift = chunk_slots.trailing_zeros();
+        let n_chunks = (capacity as usize).div_ceil(chunk_slots as usize);
         Self {
-            slots,
-            counters,
-            lines_per_row,
+            chunks: (0..n_chunks)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+            chunk_shift,
+            capacity,
+            lines_per_row: (chunk_slots as usize).div_ceil(LANES),
             next_id: AtomicU32::new(1),
             heavy_barrier,
         }
     }
 
-    /// Number of slots.
+    /// The upper bound on the number of values held at once.
     pub fn capacity(&self) -> u32 {
-        self.slots.len() as u32
+        self.capacity
     }
 
-    /// Bytes the registry occupies (slots, counters and the header), fixed at construction.
+    /// Slots allocated so far (a multiple of the chunk size, at most [`Registry::capacity`]
+    /// rounded up to a chunk).
+    pub fn allocated_slots(&self) -> u32 {
+        self.chunks
+            .iter()
+            .filter(|c| !c.load(Ordering::Acquire).is_null())
+            .count() as u32
+            * (1 << self.chunk_shift)
+    }
+
+    /// Bytes the registry occupies now: the header, the chunk table and the chunks allocated
+    /// so far.
     pub fn footprint_bytes(&self) -> usize {
         core::mem::size_of::<Self>()
-            + core::mem::size_of_val(&*self.slots)
-            + core::mem::size_of_val(&*self.counters)
+            + core::mem::size_of_val(&*self.chunks)
+            + self.chunk_list().map(|(_, c)| c.bytes()).sum::<usize>()
     }
 
-    fn counter(&self, row: usize, slot: usize) -> Option<&AtomicU32> {
-        let line = row * self.lines_per_row + slot / LANES;
-        self.counters.get(line)?.0.get(slot % LANES)
+    /// The chunk of slot `index`, if allocated.
+    #[inline]
+    fn chunk(&self, index: usize) -> Option<&Chunk<T>> {
+        let p = self
+            .chunks
+            .get(index >> self.chunk_shift)?
+            .load(Ordering::Acquire);
+        // SAFETY: a non-NULL entry points to a chunk published (Release, after its
+        // construction) by `grow` and freed only by `Drop`, which has `&mut self`.
+        unsafe { p.as_ref() }
+    }
+
+    /// The allocated chunks with the index of their first slot.
+    fn chunk_list(&self) -> impl Iterator<Item = (usize, &Chunk<T>)> {
+        (0..self.chunks.len()).filter_map(move |i| {
+            let first = i << self.chunk_shift;
+            self.chunk(first).map(|c| (first, c))
+        })
+    }
+
+    /// The chunk at table position `i`, allocating and publishing it if it is not there yet.
+    /// Two threads growing at once allocate one chunk each; the loser frees its own.
+    fn chunk_or_grow(&self, i: usize) -> Option<&Chunk<T>> {
+        let entry = self.chunks.get(i)?;
+        let p = entry.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: as in `chunk`.
+            return unsafe { p.as_ref() };
+        }
+        let fresh = Box::into_raw(Box::new(Chunk::new(
+            1 << self.chunk_shift,
+            self.lines_per_row,
+        )));
+        match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+            // SAFETY: we just published our own allocation; it lives until `Drop`.
+            Ok(_) => unsafe { fresh.as_ref() },
+            Err(winner) => {
+                // SAFETY: `fresh` was never published: we still own it.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: as in `chunk`.
+                unsafe { winner.as_ref() }
+            }
+        }
     }
 
     /// Sum of the slot's counters. The fence (or the heavy barrier) orders these loads after a
     /// preceding erase (the unloader's half of the protocol).
-    fn references(&self, slot: usize) -> u32 {
+    fn references(&self, index: usize) -> u32 {
         match self.heavy_barrier {
             Some(b) => b.run(),
             None => fence(Ordering::SeqCst),
         }
+        let Some(chunk) = self.chunk(index) else {
+            return 0;
+        };
+        let local = index & ((1 << self.chunk_shift) - 1);
         (0..ROWS)
-            .filter_map(|r| self.counter(r, slot))
+            .filter_map(|r| chunk.counter(self.lines_per_row, r, local))
             .map(|c| c.load(Ordering::Acquire))
             .fold(0u32, u32::wrapping_add)
     }
 
-    /// Stores `value` in a free slot under a fresh id.
+    /// Stores `value` in a free slot under a fresh id, allocating a chunk when every allocated
+    /// slot is in use.
     pub fn insert(&self, value: T) -> Result<Handle, InsertError> {
-        let Some((index, slot)) = self.slots.iter().enumerate().find(|(_, s)| {
-            s.state
-                .compare_exchange(EMPTY, RESERVED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        }) else {
+        let found = (0..self.chunks.len()).find_map(|i| {
+            let chunk = self.chunk_or_grow(i)?;
+            let first = i << self.chunk_shift;
+            chunk.slots.iter().enumerate().find_map(|(local, s)| {
+                let index = first + local;
+                (index < self.capacity as usize
+                    && s.state.load(Ordering::Relaxed) == EMPTY
+                    && s.state
+                        .compare_exchange(EMPTY, RESERVED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok())
+                .then_some((index, s))
+            })
+        });
+        let Some((index, slot)) = found else {
             return Err(InsertError::Full);
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -259,8 +387,10 @@ impl<T> Registry<T> {
     #[inline]
     pub fn resolve(&self, handle: Handle, reader: ReaderId) -> Option<Ref<'_, T>> {
         let index = handle.slot as usize;
-        let slot = self.slots.get(index)?;
-        let counter = self.counter(reader.row, index)?;
+        let chunk = self.chunk(index)?;
+        let local = index & ((1 << self.chunk_shift) - 1);
+        let slot = chunk.slots.get(local)?;
+        let counter = chunk.counter(self.lines_per_row, reader.row, local)?;
         if reader.exclusive {
             // Only this thread writes this counter: a plain load and store suffice.
             let v = counter.load(Ordering::Relaxed);
@@ -297,13 +427,16 @@ impl<T> Registry<T> {
 
     /// Handles of every LIVE value (a snapshot).
     pub fn live_handles(&self) -> Vec<Handle> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.state.load(Ordering::Acquire) == LIVE)
-            .map(|(i, s)| Handle {
-                slot: i as u32,
-                id: s.id.load(Ordering::Relaxed),
+        self.chunk_list()
+            .flat_map(|(first, c)| {
+                c.slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.state.load(Ordering::Acquire) == LIVE)
+                    .map(move |(local, s)| Handle {
+                        slot: (first + local) as u32,
+                        id: s.id.load(Ordering::Relaxed),
+                    })
             })
             .collect()
     }
@@ -311,12 +444,21 @@ impl<T> Registry<T> {
 
 impl<T> Drop for Registry<T> {
     fn drop(&mut self) {
-        for slot in self.slots.iter() {
-            let state = slot.state.load(Ordering::Acquire);
-            if state == LIVE || state == DEAD {
-                // SAFETY: `&mut self`: no reference can be outstanding (a `Ref` borrows the
-                // registry), and LIVE/DEAD slots hold an initialised value.
-                slot.value.with_mut(|p| unsafe { (*p).assume_init_drop() });
+        for entry in self.chunks.iter() {
+            let p = entry.load(Ordering::Acquire);
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: `&mut self`: no reference can be outstanding (a `Ref` borrows the
+            // registry); the chunk was allocated by `chunk_or_grow` with `Box::into_raw` and is
+            // freed only here.
+            let chunk = unsafe { Box::from_raw(p) };
+            for slot in chunk.slots.iter() {
+                let state = slot.state.load(Ordering::Acquire);
+                if state == LIVE || state == DEAD {
+                    // SAFETY: LIVE/DEAD slots hold an initialised value, dropped once here.
+                    slot.value.with_mut(|p| unsafe { (*p).assume_init_drop() });
+                }
             }
         }
     }
@@ -528,210 +670,4 @@ impl<T> Drop for Drained<'_, T> {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use alloc::string::{String, ToString};
-    use alloc::sync::Arc;
-    use core::sync::atomic::{AtomicBool, AtomicUsize};
-
-    #[test]
-    fn insert_resolve_release() {
-        let r = Registry::new(4);
-        let h = r.insert(String::from("a")).unwrap();
-        assert_eq!(h.id(), 1);
-        let g = r.resolve(h, ReaderId::shared(0)).unwrap();
-        assert_eq!(&*g, "a");
-        assert_eq!(g.references(), 1);
-        let g2 = r.resolve(h, ReaderId::shared(5)).unwrap();
-        assert_eq!(g2.references(), 2);
-        drop(g);
-        drop(g2);
-        assert_eq!(r.references(h.slot() as usize), 0);
-    }
-
-    #[test]
-    fn ids_are_monotone_and_never_reused_across_erase_and_insert() {
-        let r = Registry::new(1);
-        let mut last = 0;
-        for i in 0..10 {
-            let h = r.insert(i).unwrap();
-            assert!(h.id() > last);
-            assert_eq!(h.slot(), 0);
-            last = h.id();
-            let v = r
-                .resolve(h, ReaderId::shared(0))
-                .unwrap()
-                .erase()
-                .unwrap()
-                .wait(|_| {})
-                .take();
-            assert_eq!(v, i);
-            assert!(
-                r.resolve(h, ReaderId::shared(0)).is_none(),
-                "stale handle must miss"
-            );
-        }
-    }
-
-    #[test]
-    fn full_registry_refuses_inserts() {
-        let r = Registry::new(2);
-        r.insert(1).unwrap();
-        let h = r.insert(2).unwrap();
-        assert_eq!(r.insert(3), Err(InsertError::Full));
-        drop(r.resolve(h, ReaderId::shared(0)).unwrap().erase().unwrap());
-        assert!(r.insert(4).is_ok());
-    }
-
-    #[test]
-    fn zero_capacity_is_always_full() {
-        let r = Registry::<u8>::new(0);
-        assert_eq!(r.insert(1), Err(InsertError::Full));
-        assert!(
-            r.resolve(Handle::from_raw(0), ReaderId::shared(0))
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn stale_and_forged_handles_miss() {
-        let r = Registry::new(2);
-        let h = r.insert(7u64).unwrap();
-        let forged = [
-            Handle {
-                slot: h.slot,
-                id: h.id + 1,
-            },
-            Handle { slot: 1, id: h.id },
-            Handle { slot: 99, id: h.id },
-            Handle {
-                slot: u32::MAX,
-                id: u32::MAX,
-            },
-            Handle::from_raw(0),
-        ];
-        for f in forged {
-            assert!(r.resolve(f, ReaderId::shared(3)).is_none(), "{f:?}");
-        }
-        assert_eq!(Handle::from_raw(h.to_raw()), h);
-        assert_eq!(r.references(0), 0, "misses leave no reference behind");
-    }
-
-    #[test]
-    fn erase_twice_fails_the_second_time() {
-        let r = Registry::new(1);
-        let h = r.insert(1).unwrap();
-        let a = r.resolve(h, ReaderId::shared(0)).unwrap();
-        let b = r.resolve(h, ReaderId::shared(1)).unwrap();
-        let erased = a.erase().unwrap();
-        let b = b.erase().unwrap_err();
-        assert_eq!(
-            *b, 1,
-            "a held reference still reads the value after the erase"
-        );
-        assert!(!erased.is_drained());
-        drop(b);
-        assert!(erased.is_drained());
-        assert_eq!(erased.wait(|_| {}).take(), 1);
-    }
-
-    #[test]
-    fn erased_value_waits_for_references_and_is_not_freed_early() {
-        let r = Arc::new(Registry::new(1));
-        let h = r.insert(String::from("model")).unwrap();
-        let held = Arc::new(AtomicBool::new(true));
-        let reader = {
-            let (r, held) = (Arc::clone(&r), Arc::clone(&held));
-            std::thread::spawn(move || {
-                let g = r.resolve(h, ReaderId::shared(1)).unwrap();
-                while held.load(Ordering::SeqCst) {
-                    assert_eq!(&*g, "model");
-                    std::thread::yield_now();
-                }
-                g.len()
-            })
-        };
-        while r.references(0) == 0 {
-            std::thread::yield_now();
-        }
-        let erased = r.resolve(h, ReaderId::shared(0)).unwrap().erase().unwrap();
-        assert!(
-            r.resolve(h, ReaderId::shared(2)).is_none(),
-            "misses after the erase"
-        );
-        let relaxed = AtomicUsize::new(0);
-        let release = Arc::clone(&held);
-        let drained = erased.wait(|n| {
-            relaxed.store(n as usize, Ordering::SeqCst);
-            if n == 3 {
-                release.store(false, Ordering::SeqCst);
-            }
-        });
-        assert!(relaxed.load(Ordering::SeqCst) >= 3);
-        assert_eq!(&*drained, "model");
-        assert_eq!(drained.take(), "model");
-        assert_eq!(reader.join().unwrap(), 5);
-    }
-
-    #[test]
-    fn registry_drop_frees_live_and_erased_values() {
-        let v = Arc::new(());
-        {
-            let r = Registry::new(3);
-            r.insert(Arc::clone(&v)).unwrap();
-            let h = r.insert(Arc::clone(&v)).unwrap();
-            let erased = r.resolve(h, ReaderId::shared(0)).unwrap().erase().unwrap();
-            core::mem::forget(erased); // DEAD but never taken: the registry's drop frees it
-            assert_eq!(Arc::strong_count(&v), 3);
-        }
-        assert_eq!(Arc::strong_count(&v), 1);
-    }
-
-    #[test]
-    fn live_handles_snapshot() {
-        let r = Registry::new(4);
-        let a = r.insert("a".to_string()).unwrap();
-        let b = r.insert("b".to_string()).unwrap();
-        drop(r.resolve(a, ReaderId::shared(0)).unwrap().erase().unwrap());
-        assert_eq!(r.live_handles(), [b]);
-    }
-
-    #[test]
-    fn exclusive_and_shared_rows_count_together() {
-        let r = Registry::new(2);
-        let h = r.insert(3u8).unwrap();
-        // SAFETY: this test thread is the only user of exclusive row 0 in this registry's life
-        // (no other test uses this registry).
-        let ex = unsafe { ReaderId::exclusive(0) };
-        assert!(ex.is_exclusive());
-        // SAFETY: out of range: becomes shared.
-        assert!(!unsafe { ReaderId::exclusive(EXCLUSIVE_ROWS) }.is_exclusive());
-        let a = r.resolve(h, ex).unwrap();
-        let b = r.resolve(h, ex).unwrap();
-        let c = r.resolve(h, ReaderId::shared(1)).unwrap();
-        assert_eq!(a.references(), 3);
-        drop(b);
-        assert_eq!(c.references(), 2);
-        let erased = c.erase().unwrap();
-        assert!(r.resolve(h, ex).is_none());
-        assert_eq!(erased.references(), 1);
-        drop(a);
-        assert_eq!(erased.wait(|_| {}).take(), 3);
-    }
-
-    #[test]
-    fn counters_spread_over_shards_and_sum() {
-        let r = Registry::new(40);
-        let hs: alloc::vec::Vec<_> = (0..40).map(|i| r.insert(i).unwrap()).collect();
-        let refs: alloc::vec::Vec<_> = hs
-            .iter()
-            .enumerate()
-            .map(|(i, h)| r.resolve(*h, ReaderId::shared(i * 7)).unwrap())
-            .collect();
-        for (i, g) in refs.iter().enumerate() {
-            assert_eq!(**g, i);
-            assert_eq!(g.references(), 1);
-        }
-        assert!(r.footprint_bytes() >= ROWS * 3 * 64);
-    }
-}
+mod tests;
