@@ -10,24 +10,42 @@
 //! duration of the call: a hook copies what it keeps.
 //!
 //! Hooks run on the thread that reaches the point (the caller's thread for synchronous work, a
-//! worker thread for queued executions) with no runtime lock held, so they may call back into
-//! the runtime's read-only accessors; they must not load, unload or execute.
+//! worker thread for queued executions). Some points are inside a runtime lock (an execution is
+//! reported submitted under its queue's lock, so that it is reported before it can start; an
+//! error may be logged under a lock; `close` unloads under the lifecycle lock): a hook must not
+//! call into the runtime, except from [`RuntimeEvent::ExecStarted`] and
+//! [`RuntimeEvent::ExecCompleted`], which hold no runtime lock, and then only the driver's
+//! memory reads.
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::driver::{Binding, StagedModel};
 use crate::io::IoTable;
 use crate::status::NrtStatus;
+use crate::topology::Topology;
 
-/// One observed point of the runtime's life. Logical cores are absolute (machine-wide); the
-/// observer converts them to what its users see.
+/// The process-relative index of absolute logical core `abs` (itself if `t` does not own it).
+pub fn relative_core(t: Topology, abs: u32) -> u32 {
+    t.relative_lnc(abs).unwrap_or(abs)
+}
+
+/// The first process-relative logical core on device `device`, if the process has one there.
+pub fn core_on_device(t: Topology, device: u32) -> Option<u32> {
+    (0..t.lnc_count()).find(|&r| {
+        t.absolute_lnc(r)
+            .is_some_and(|a| t.device_of_lnc(a) == device)
+    })
+}
+
+/// One observed point of the runtime's life. Cores are process-relative logical cores (what
+/// the C API calls `nc_idx` / `vnc`; see [`relative_core`]).
 #[derive(Clone, Copy, Debug)]
 pub enum RuntimeEvent<'a> {
     /// A model was loaded and registered.
     ModelLoaded {
         /// Model id.
         model: u32,
-        /// Absolute logical core it is loaded on.
+        /// Logical core it is loaded on.
         lnc: u32,
         /// The NEFF's name.
         name: &'a str,
@@ -36,14 +54,14 @@ pub enum RuntimeEvent<'a> {
     ModelUnloaded {
         /// Model id.
         model: u32,
-        /// Absolute logical core it was loaded on.
+        /// Logical core it was loaded on.
         lnc: u32,
     },
     /// An execution was accepted: resolved and bound (synchronous) or queued (asynchronous).
     ExecSubmitted {
         /// Model id.
         model: u32,
-        /// Absolute logical core.
+        /// Logical core.
         lnc: u32,
         /// Sequence id: the `nrta` sequence id of a queued execution, or the runtime's count of
         /// synchronous executions (see [`EventSeam::next_sync_seq`]).
@@ -53,7 +71,7 @@ pub enum RuntimeEvent<'a> {
     ExecStarted {
         /// Model id.
         model: u32,
-        /// Absolute logical core.
+        /// Logical core.
         lnc: u32,
         /// Sequence id, as in [`RuntimeEvent::ExecSubmitted`].
         seq: u64,
@@ -66,7 +84,7 @@ pub enum RuntimeEvent<'a> {
     ExecCompleted {
         /// Model id.
         model: u32,
-        /// Absolute logical core.
+        /// Logical core.
         lnc: u32,
         /// Sequence id, as in [`RuntimeEvent::ExecSubmitted`].
         seq: u64,
@@ -81,22 +99,22 @@ pub enum RuntimeEvent<'a> {
     },
     /// Bytes read from a device tensor into host memory.
     TensorRead {
-        /// Device (chip).
-        device: u32,
+        /// The first logical core of the process on the tensor's device (`None`: none is).
+        nc: Option<u32>,
         /// Bytes.
         bytes: u64,
     },
     /// Bytes written into a device tensor.
     TensorWrite {
-        /// Device (chip).
-        device: u32,
+        /// The first logical core of the process on the tensor's device (`None`: none is).
+        nc: Option<u32>,
         /// Bytes.
         bytes: u64,
     },
     /// Bytes copied between device tensors.
     TensorCopy {
-        /// Device (chip).
-        device: u32,
+        /// The first logical core of the process on the tensor's device (`None`: none is).
+        nc: Option<u32>,
         /// Bytes.
         bytes: u64,
     },

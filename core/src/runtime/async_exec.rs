@@ -108,8 +108,12 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         });
         m.queued().increment();
         let seq = seq_id(q.xu_id, number);
-        self.events
-            .emit(|| RuntimeEvent::ExecSubmitted { model: id, lnc, seq });
+        let lnc = crate::events::relative_core(self.published.topology(), lnc);
+        self.events.emit(|| RuntimeEvent::ExecSubmitted {
+            model: id,
+            lnc,
+            seq,
+        });
         Ok(seq)
     }
 
@@ -311,7 +315,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 let seq = seq_id(t.xu_id, t.job.number);
                 self.events.emit(|| RuntimeEvent::ExecStarted {
                     model: id,
-                    lnc: t.lnc,
+                    lnc: crate::events::relative_core(self.published.topology(), t.lnc),
                     seq,
                     io: m.io(),
                     inputs: &t.job.inputs,
@@ -328,7 +332,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 };
                 self.events.emit(|| RuntimeEvent::ExecCompleted {
                     model: id,
-                    lnc: t.lnc,
+                    lnc: crate::events::relative_core(self.published.topology(), t.lnc),
                     seq,
                     status,
                     staged: m.staged(),

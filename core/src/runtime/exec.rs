@@ -152,7 +152,7 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
             Level::Trace,
             format_args!("execute model {id}: exec mode {}", res.mode as u32),
         );
-        let lnc = m.lnc();
+        let lnc = crate::events::relative_core(self.published.topology(), m.lnc());
         for _ in 0..repeat {
             let seq = self.events.next_sync_seq();
             self.events.emit(|| RuntimeEvent::ExecSubmitted {
@@ -172,7 +172,9 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 model: id,
                 lnc,
                 seq,
-                status: done.as_ref().map_or_else(DriverError::status, |()| NrtStatus::Success),
+                status: done
+                    .as_ref()
+                    .map_or_else(DriverError::status, |()| NrtStatus::Success),
                 staged: m.staged(),
                 io,
                 outputs: out_bindings.as_slice(),

@@ -70,7 +70,7 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 );
                 self.events.emit(|| RuntimeEvent::ModelLoaded {
                     model: h.id(),
-                    lnc: abs,
+                    lnc: crate::events::relative_core(self.published.topology(), abs),
                     name: neff.name(),
                 });
                 Ok(h)

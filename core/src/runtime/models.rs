@@ -149,7 +149,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 }
             }
         }
-        let lnc = model.lnc();
+        let lnc = crate::events::relative_core(self.published.topology(), model.lnc());
         drop(model);
         if result.is_ok() {
             self.log(Level::Info, format_args!("Unloaded NN: {id}"));

@@ -26,7 +26,7 @@ impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
     }
     fn read(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<()> {
         self.events.emit(|| RuntimeEvent::TensorRead {
-            device: b.device,
+            nc: crate::events::core_on_device(self.published.topology(), b.device),
             bytes: out.len() as u64,
         });
         self.driver.read_device(b, offset, out).map_err(|e| {
@@ -38,7 +38,7 @@ impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
     }
     fn write(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<()> {
         self.events.emit(|| RuntimeEvent::TensorWrite {
-            device: b.device,
+            nc: crate::events::core_on_device(self.published.topology(), b.device),
             bytes: data.len() as u64,
         });
         self.driver.write_device(b, offset, data).map_err(|e| {
@@ -50,7 +50,7 @@ impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
     }
     fn copy(&self, src: DeviceBuffer, so: u64, dst: DeviceBuffer, d: u64, len: u64) -> Result<()> {
         self.events.emit(|| RuntimeEvent::TensorCopy {
-            device: dst.device,
+            nc: crate::events::core_on_device(self.published.topology(), dst.device),
             bytes: len,
         });
         self.driver.copy_device(src, so, dst, d, len).map_err(|e| {
