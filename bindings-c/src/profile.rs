@@ -32,9 +32,11 @@ use crate::{code, cstr, invalid, model_of, out, put, rt};
 
 /// Simulated ticks left between two executions on a profile's time axis.
 const GAP_TICKS: u64 = 1_400;
-/// `tid` of the lane naming the executions.
-const EXEC_LANE: i64 = 1_000;
-/// `tid` offset of the second (third, …) physical core of a logical core.
+/// `tid` of the lane naming the executions: below 16, where `nrt trace render` draws the
+/// engine lanes (the engines are 0–4).
+const EXEC_LANE: i64 = 15;
+/// `tid` offset of the second (third, …) physical core of a logical core (their lanes are
+/// drawn by `nrt trace render` only with `--queues`; Perfetto shows them all).
 const PNC_LANE_STRIDE: i64 = 10_000;
 
 /// One profiled execution.
