@@ -2,6 +2,7 @@
  * the runtime's events read back with nrt_sys_trace_fetch_events in exactly the order and with
  * exactly the ids, models, sequence ids, cores, byte counts and statuses the calls made imply,
  * per-core fetch limits, the ring's max-events limit (oldest dropped, counted), and misuse. */
+#include <nrt/nrt_async.h>
 #include <nrt/nrt_sys_trace.h>
 
 #include "prof_common.h"
@@ -181,10 +182,23 @@ int main(int argc, char **argv) {
         fetch_expect(opts, rest, r, 0, "all remaining");
         fetch_expect(NULL, NULL, 0, 0, "fetched events are gone");
 
+        /* An explicit-async execution: its events carry the sequence id nrta returned (submitted
+         * on this thread, started and completed by the library's worker). */
+        NRT_STATUS ret = NRT_FAILURE;
+        nrta_seq_t seq = 0;
+        CHECK(nrta_execute_schedule(m.model, m.inputs, m.outputs, 0, &ret, &seq));
+        for (bool done = false; !done;) CHECK(nrta_is_completed(seq, &done));
+        CHECK(ret);
+        want_t async[3] = {{id, "nrt_exec_submit", 0, model_id, (int64_t)seq, -1, -1},
+                           {id + 1, "nrt_exec_start", 0, model_id, (int64_t)seq, -1, -1},
+                           {id + 2, "nrt_exec_complete", 0, model_id, (int64_t)seq, -1, NRT_SUCCESS}};
+        id += 3;
+        fetch_expect(opts, async, 3, 0, "explicit async");
+
         /* Unload: the last event of this capture. */
         nrt_tensor_free(&copy);
         mlp_close(&m);
-        want_t unload = {error_id + 1, "nrt_unload", 0, model_id, -1, -1, -1};
+        want_t unload = {id, "nrt_unload", 0, model_id, -1, -1, -1};
         fetch_expect(opts, &unload, 1, 0, "unload");
         nrt_sys_trace_fetch_options_free(opts);
     }

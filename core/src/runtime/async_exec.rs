@@ -343,6 +343,11 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 status
             }
         };
+        // The status is stored before the request is seen completed: a caller that observes
+        // completion (`nrta_is_completed`) then reads its final status.
+        if let Some(hook) = t.job.hook {
+            (hook.call)(hook.ctx, seq_id(t.xu_id, t.job.number), status);
+        }
         let callback = {
             let mut state = self.async_state.lock();
             state.as_mut().and_then(|s| {
@@ -353,9 +358,6 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 s.callback
             })
         };
-        if let Some(hook) = t.job.hook {
-            (hook.call)(hook.ctx, seq_id(t.xu_id, t.job.number), status);
-        }
         if t.implicit {
             if let Some((cb, params)) = callback {
                 let rel = self.published.topology().relative_lnc(t.lnc).unwrap_or(0);
