@@ -32,6 +32,14 @@ cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/
 g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/header_truth.c -o "$work/header_truth_cxx"
 "$work/header_truth_cxx"
 
+echo "== nrt_profile.h and nrt_sys_trace.h: every function, exact types, linked (C11 and C++17)"
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/profile_headers.c \
+  -o "$work/profile_headers" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/profile_headers"
+g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/profile_headers.c \
+  -o "$work/profile_headers_cxx" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/profile_headers_cxx"
+
 echo "== the simulator MLP as a NEFF"
 cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
 
