@@ -329,13 +329,13 @@ fn on_event(e: &RuntimeEvent<'_>) {
 }
 
 /// Starts capture with `config` (already on: `NRT_INVALID`).
-fn begin(config: InspectConfig) -> Result<(), Error> {
+fn begin(config: InspectConfig, function: &str) -> Result<(), Error> {
     if config.activities & DEVICE_PROFILE != 0 {
         if let Some(d) = crate::DRIVER.get() {
             if d.as_sim().is_none() {
                 return Err(logged(err!(
                     Failure,
-                    "nrt_inspect_begin is not supported by nrt-rs on this backend: device \
+                    "{function} is not supported by nrt-rs on this backend: device \
                      profiles are the simulator's execution reports (turn the device_profile \
                      activity off to capture the system profile only)"
                 )));
@@ -398,7 +398,7 @@ extern "C" fn inspect_from_env() {
     let on = env_flag("NEURON_RT_INSPECT_ENABLE") == Some(true)
         || env_flag("NEURON_RT_INSPECT_ON_FAIL") == Some(true);
     if on {
-        let _ = begin(InspectConfig::from_env(false));
+        let _ = begin(InspectConfig::from_env(false), "NEURON_RT_INSPECT_ENABLE");
     }
 }
 
@@ -412,7 +412,10 @@ static INSPECT_FROM_ENV: extern "C" fn() = inspect_from_env;
 /// execution is captured unless `NEURON_RT_INSPECT_ENABLE=0`.
 #[unsafe(no_mangle)]
 pub extern "C" fn nrt_inspect_begin() -> u32 {
-    api!("nrt_inspect_begin", begin(InspectConfig::from_env(true)))
+    api!(
+        "nrt_inspect_begin",
+        begin(InspectConfig::from_env(true), "nrt_inspect_begin")
+    )
 }
 
 /// `nrt_inspect_stop`: ends capture and writes the system profile.
@@ -430,7 +433,7 @@ pub extern "C" fn nrt_inspect_begin_with_options(options: *mut c_void) -> u32 {
         } else {
             CONFIGS.with(options, "inspect options", |c| c.clone())?
         };
-        begin(config)
+        begin(config, "nrt_inspect_begin_with_options")
     })
 }
 

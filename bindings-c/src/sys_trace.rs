@@ -80,6 +80,9 @@ pub(crate) fn set_listener(consumer: u8, f: EventHook) {
 
 /// Marks `consumer` active or not, installing or removing the runtime's event hook.
 pub(crate) fn set_active(consumer: u8, on: bool) {
+    // Serialised, so the hook installed always matches the last consumer set.
+    static TOGGLE: Mutex<()> = Mutex::new(());
+    let _g = TOGGLE.lock().unwrap_or_else(PoisonError::into_inner);
     let now = if on {
         ACTIVE.fetch_or(consumer, Ordering::SeqCst) | consumer
     } else {
