@@ -55,10 +55,8 @@ fn a_failing_execution_is_captured_with_its_profile_inputs_and_status() {
         std::env::set_var("NEURON_RT_LOG_LEVEL", "QUIET");
     }
     // SAFETY: NULL version strings are allowed.
-    assert_eq!(
-        unsafe { nrt::nrt_init(1, std::ptr::null(), std::ptr::null()) },
-        0
-    );
+    let st = unsafe { nrt::nrt_init(1, std::ptr::null(), std::ptr::null()) };
+    assert_eq!(st, 0);
     let neff = hazardous_neff();
     let mut model: *mut c_void = null_mut();
     // SAFETY: a valid buffer and out-pointer.
