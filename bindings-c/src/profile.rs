@@ -369,6 +369,9 @@ fn filename_arg(filename: *const c_char) -> Result<String, Error> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_profile_start(model: *mut c_void, filename: *const c_char) -> u32 {
     api!("nrt_profile_start", {
+        if crate::DRIVER.get().is_some_and(|d| d.as_sim().is_none()) {
+            sim_machine("nrt_profile_start")?;
+        }
         let h = model_of(model)?;
         rt().model_lnc(h)?;
         let filename = filename_arg(filename)?;
