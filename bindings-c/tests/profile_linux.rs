@@ -60,10 +60,8 @@ fn profiles_are_unsupported_on_the_linux_backend_and_the_system_trace_works() {
     );
     let mut opts: *mut c_void = null_mut();
     // SAFETY: a valid out-pointer.
-    assert_eq!(
-        unsafe { nrt::profile::nrt_profile_continuous_options_allocate(&mut opts) },
-        0
-    );
+    let st = unsafe { nrt::profile::nrt_profile_continuous_options_allocate(&mut opts) };
+    assert_eq!(st, 0);
     assert_eq!(nrt::profile::nrt_profile_continuous_start(opts), 1);
     assert_eq!(nrt::profile::nrt_profile_continuous_options_free(opts), 0);
     // Inspect: the defaults include device profiles (refused); the system profile alone works.
@@ -91,12 +89,10 @@ fn profiles_are_unsupported_on_the_linux_backend_and_the_system_trace_works() {
     let mut buf: *mut c_char = null_mut();
     let mut size = 0usize;
     // SAFETY: valid out-pointers.
-    assert_eq!(
-        unsafe {
-            nrt::sys_trace::nrt_sys_trace_fetch_events(&mut buf, &mut size, std::ptr::null())
-        },
-        0
-    );
+    let st = unsafe {
+        nrt::sys_trace::nrt_sys_trace_fetch_events(&mut buf, &mut size, std::ptr::null())
+    };
+    assert_eq!(st, 0);
     // SAFETY: the library returned a NUL-terminated buffer.
     let text = unsafe { CStr::from_ptr(buf) }.to_str().unwrap().to_owned();
     assert_eq!(text, "{\"events\":[],\"dropped_events\":0}");
