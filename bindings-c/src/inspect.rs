@@ -104,6 +104,26 @@ impl InspectConfig {
         {
             c.trace.max_events_per_nc = n;
         }
+        let filters: [(&str, Filter); 2] = [
+            (
+                "NEURON_RT_INSPECT_EVENT_FILTER_TYPE",
+                TraceConfig::filter_types,
+            ),
+            (
+                "NEURON_RT_INSPECT_EVENT_FILTER_NC",
+                TraceConfig::filter_cores,
+            ),
+        ];
+        for (var, apply) in filters {
+            if let Ok(spec) = std::env::var(var) {
+                if let Err(e) = apply(&mut c.trace, &spec) {
+                    rt().log(
+                        nrt_core::Level::Error,
+                        format_args!("{var}={spec} is ignored: {e}"),
+                    );
+                }
+            }
+        }
         c
     }
 
@@ -138,6 +158,9 @@ impl InspectConfig {
             .collect()
     }
 }
+
+/// A filter of a capture configuration, from its environment variable's value.
+type Filter = fn(&mut TraceConfig, &str) -> Result<(), String>;
 
 static CONFIGS: Handles<InspectConfig> = Handles::new(0x54);
 

@@ -33,16 +33,24 @@ pub(crate) const DEFAULT_MAX_EVENTS_PER_NC: u64 = 1_000_000;
 pub(crate) struct TraceConfig {
     pub(crate) max_events_per_nc: u64,
     pub(crate) disabled_nc: BTreeSet<u32>,
+    /// Only these cores are captured (`NEURON_RT_INSPECT_EVENT_FILTER_NC`); `None`: all.
+    pub(crate) only_nc: Option<BTreeSet<u32>>,
     /// Bit `i`: [`EVENT_TYPES`]`[i]` is captured.
     pub(crate) types: u32,
 }
+
+/// Every event type's bit.
+const ALL_TYPES: u32 = (1 << EVENT_TYPES.len()) - 1;
+/// Most cores a core filter may list.
+const MAX_FILTER_CORES: u32 = 4096;
 
 impl Default for TraceConfig {
     fn default() -> Self {
         Self {
             max_events_per_nc: DEFAULT_MAX_EVENTS_PER_NC,
             disabled_nc: BTreeSet::new(),
-            types: (1 << EVENT_TYPES.len()) - 1,
+            only_nc: None,
+            types: ALL_TYPES,
         }
     }
 }
@@ -61,6 +69,62 @@ impl TraceConfig {
         } else {
             self.types &= !(1 << i);
         }
+        Ok(())
+    }
+
+    /// Applies an event-type filter (`NEURON_RT_INSPECT_EVENT_FILTER_TYPE`): comma-separated
+    /// type names and the groups `software` (every type here: all are the runtime's) and
+    /// `hardware` (none: the simulator reports no device-side events); `^item` excludes. With no
+    /// positive item the exclusions apply to every type.
+    pub(crate) fn filter_types(&mut self, spec: &str) -> Result<(), String> {
+        let (mut pos, mut neg, mut any_pos) = (0u32, 0u32, false);
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (exclude, name) = match item.strip_prefix('^') {
+                Some(n) => (true, n.trim()),
+                None => (false, item),
+            };
+            let bits = match name {
+                "software" => ALL_TYPES,
+                "hardware" => 0,
+                _ => match EVENT_TYPES.iter().position(|t| *t == name) {
+                    Some(i) => 1 << i,
+                    None => return Err(format!("unknown event type or group \"{name}\"")),
+                },
+            };
+            if exclude {
+                neg |= bits;
+            } else {
+                pos |= bits;
+                any_pos = true;
+            }
+        }
+        self.types = if any_pos { pos } else { ALL_TYPES } & !neg;
+        Ok(())
+    }
+
+    /// Applies a core filter (`NEURON_RT_INSPECT_EVENT_FILTER_NC`): comma-separated indices and
+    /// ranges (`0,2,4`, `0-3`); only those cores are captured.
+    pub(crate) fn filter_cores(&mut self, spec: &str) -> Result<(), String> {
+        let mut only = BTreeSet::new();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let num = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("\"{item}\" is not a core index or range"))
+            };
+            let (a, b) = match item.split_once('-') {
+                Some((a, b)) => (num(a)?, num(b)?),
+                None => (num(item)?, num(item)?),
+            };
+            if a > b || b - a >= MAX_FILTER_CORES || only.len() as u32 + (b - a) >= MAX_FILTER_CORES
+            {
+                return Err(format!(
+                    "core range \"{item}\" is empty or longer than {MAX_FILTER_CORES} cores"
+                ));
+            }
+            only.extend(a..=b);
+        }
+        self.only_nc = Some(only);
         Ok(())
     }
 
@@ -186,7 +250,12 @@ impl EventStore {
             return;
         }
         if let Some(nc) = r.nc {
-            if self.config.disabled_nc.contains(&nc) {
+            let filtered = self
+                .config
+                .only_nc
+                .as_ref()
+                .is_some_and(|o| !o.contains(&nc));
+            if filtered || self.config.disabled_nc.contains(&nc) {
                 return;
             }
         }
@@ -341,5 +410,28 @@ mod tests {
         assert!(c.set_type("no_such_type", false).is_err());
         c.set_type("nrt_tensor_read", true).unwrap();
         assert_eq!(c.types, 0b1_1111_1111);
+    }
+
+    #[test]
+    fn environment_filters_select_types_groups_and_cores() {
+        let mut c = TraceConfig::default();
+        c.filter_types("nrt_load, nrt_exec_complete").unwrap();
+        assert_eq!(c.enabled_types(), ["nrt_load", "nrt_exec_complete"]);
+        c.filter_types("software,^nrt_error,^nrt_tensor_read")
+            .unwrap();
+        assert_eq!(c.types, 0b0_1101_1111);
+        c.filter_types("^nrt_unload").unwrap();
+        assert_eq!(c.types, 0b1_1111_1101);
+        c.filter_types("hardware").unwrap();
+        assert!(c.enabled_types().is_empty());
+        assert!(c.filter_types("nrt_nothing").is_err());
+        c.filter_cores("0, 2-4,7").unwrap();
+        assert_eq!(
+            c.only_nc.clone().unwrap().into_iter().collect::<Vec<_>>(),
+            [0, 2, 3, 4, 7]
+        );
+        assert!(c.filter_cores("3-1").is_err());
+        assert!(c.filter_cores("x").is_err());
+        assert!(c.filter_cores("0-4294967295").is_err());
     }
 }

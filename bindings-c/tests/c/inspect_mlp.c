@@ -2,8 +2,8 @@
  * each execution's directory holds its device profile, its inputs (byte-identical to what was
  * written) and outputs (byte-identical to the expected result), and the system profile lists
  * the runtime's events; "on fail" alone writes nothing for successful executions; and
- * NEURON_RT_INSPECT_ENABLE / NEURON_RT_INSPECT_OUTPUT_DIR at load time capture a child process
- * that never calls the inspect API. */
+ * NEURON_RT_INSPECT_ENABLE / NEURON_RT_INSPECT_OUTPUT_DIR / NEURON_RT_INSPECT_EVENT_FILTER_* at
+ * load time capture a child process that never calls the inspect API. */
 #include <sys/wait.h>
 
 #include <nrt/nrt_profile.h>
@@ -149,6 +149,8 @@ int main(int argc, char **argv) {
     if (pid == 0) {
         setenv("NEURON_RT_INSPECT_ENABLE", "1", 1);
         setenv("NEURON_RT_INSPECT_OUTPUT_DIR", env_dir, 1);
+        setenv("NEURON_RT_INSPECT_EVENT_FILTER_TYPE", "software,^nrt_tensor_write", 1);
+        setenv("NEURON_RT_INSPECT_EVENT_FILTER_NC", "0-3", 1);
         execl(argv[0], argv[0], argv[1], "--child", (char *)NULL);
         _exit(127);
     }
@@ -158,7 +160,12 @@ int main(int argc, char **argv) {
     snprintf(root, sizeof root, "%s/sim_pid_%d", env_dir, (int)pid);
     check_execution(&m, argv[1], root, 1, 1);
     snprintf(p, sizeof p, "%s/system_profile.json", root);
-    if (!file_exists(p)) FAIL("no %s", p);
+    sys = read_text(p);
+    /* The type filter of the environment: every runtime event but the writes. */
+    if (count_of(sys, "\"name\":\"nrt_exec_complete\"") != 1 || count_of(sys, "\"name\":\"nrt_load\"") != 1 ||
+        count_of(sys, "\"name\":\"nrt_tensor_write\"") != 0 || count_of(sys, "\"name\":\"nrt_tensor_read\"") != 0)
+        FAIL("%s: %s", p, sys);
+    free(sys);
 
     mlp_close(&m);
     nrt_close();
