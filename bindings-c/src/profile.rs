@@ -224,25 +224,32 @@ fn append_report(
         return Err(logged(err!(Failure, "The engine trace has no traceEvents")));
     };
     for ev in list {
-        let mut ev = ev.clone();
+        let Some(mut ev) = ev.as_object().cloned() else {
+            continue;
+        };
         let is_meta = ev.get("ph").and_then(Value::as_str) == Some("M");
         if is_meta && exec > 1 {
             continue;
         }
         if let Some(tid) = ev.get("tid").and_then(Value::as_i64) {
-            ev["tid"] = Value::from(tid + lane);
+            ev.insert("tid".into(), Value::from(tid.saturating_add(lane)));
         }
-        if is_meta && lane != 0 {
-            if let Some(name) = ev.pointer("/args/name").and_then(Value::as_str) {
-                let renamed = format!("pcore +{}: {name}", lane / PNC_LANE_STRIDE);
-                ev["args"]["name"] = Value::from(renamed);
+        let ts = ev.get("ts").and_then(Value::as_f64);
+        if let Some(ts) = ts {
+            ev.insert("ts".into(), Value::from(ts + us(offset)));
+        }
+        if let Some(args) = ev.get_mut("args").and_then(Value::as_object_mut) {
+            if ts.is_some() {
+                args.insert("execution".into(), Value::from(exec));
+            }
+            if is_meta && lane != 0 {
+                if let Some(name) = args.get("name").and_then(Value::as_str) {
+                    let renamed = format!("pcore +{}: {name}", lane / PNC_LANE_STRIDE);
+                    args.insert("name".into(), Value::from(renamed));
+                }
             }
         }
-        if let Some(ts) = ev.get("ts").and_then(Value::as_f64) {
-            ev["ts"] = Value::from(ts + us(offset));
-            ev["args"]["execution"] = Value::from(exec);
-        }
-        events.push(ev);
+        events.push(Value::Object(ev));
     }
     Ok(())
 }
