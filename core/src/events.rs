@@ -17,7 +17,7 @@
 //! [`RuntimeEvent::ExecCompleted`], which hold no runtime lock, and then only the driver's
 //! memory reads.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::driver::{Binding, StagedModel};
 use crate::io::IoTable;
@@ -130,12 +130,19 @@ pub enum RuntimeEvent<'a> {
 /// The observer: called with every event while installed.
 pub type EventHook = fn(&RuntimeEvent<'_>);
 
-/// Where a runtime keeps its observer (one per [`Runtime`](crate::Runtime)).
+/// The observer and the count of synchronous executions it has seen.
+#[derive(Debug, Default)]
+struct Observer {
+    hook: Option<EventHook>,
+    sync_seq: u64,
+}
+
+/// Where a runtime keeps its observer (one per [`Runtime`](crate::Runtime)). Only 32-bit
+/// atomics are used, so the seam builds for every target the core does.
 #[derive(Debug, Default)]
 pub struct EventSeam {
     on: AtomicBool,
-    hook: spin::Mutex<Option<EventHook>>,
-    sync_seq: AtomicU64,
+    observer: spin::Mutex<Observer>,
 }
 
 impl EventSeam {
@@ -143,15 +150,17 @@ impl EventSeam {
     pub const fn new() -> Self {
         Self {
             on: AtomicBool::new(false),
-            hook: spin::Mutex::new(None),
-            sync_seq: AtomicU64::new(0),
+            observer: spin::Mutex::new(Observer {
+                hook: None,
+                sync_seq: 0,
+            }),
         }
     }
 
     /// Installs `hook` (replacing any), or removes the observer with `None`.
     pub fn set(&self, hook: Option<EventHook>) {
-        let mut h = self.hook.lock();
-        *h = hook;
+        let mut o = self.observer.lock();
+        o.hook = hook;
         self.on.store(hook.is_some(), Ordering::Release);
     }
 
@@ -172,7 +181,7 @@ impl EventSeam {
     #[cold]
     #[inline(never)]
     fn emit_slow(&self, event: &RuntimeEvent<'_>) {
-        let hook = *self.hook.lock();
+        let hook = self.observer.lock().hook;
         if let Some(h) = hook {
             h(event);
         }
@@ -183,7 +192,9 @@ impl EventSeam {
     #[inline]
     pub fn next_sync_seq(&self) -> u64 {
         if self.is_on() {
-            self.sync_seq.fetch_add(1, Ordering::Relaxed) + 1
+            let mut o = self.observer.lock();
+            o.sync_seq = o.sync_seq.wrapping_add(1);
+            o.sync_seq
         } else {
             0
         }
