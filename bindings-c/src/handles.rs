@@ -1,5 +1,6 @@
-//! Opaque C handles for tensors and tensor sets: a generational registry per kind (the same
-//! lock-free [`Registry`] the runtime keeps its models in), no process-wide lock.
+//! Opaque C handles for tensors, tensor sets and the option objects of profiling, tracing and
+//! inspect: a generational registry per kind (the same lock-free [`Registry`] the runtime keeps
+//! its models in), no process-wide lock.
 //!
 //! A handle is the registry handle packed into a pointer-sized value that no allocation has:
 //! the kind in bits 60..64, the value's id (its generation, never reused) in bits 24..56, the
@@ -8,6 +9,7 @@
 //! caller gets `NRT_INVALID_HANDLE` and one log line, and nothing is dereferenced.
 
 use std::ffi::c_void;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use nrt_core::registry::{Handle, InsertError, Ref, Registry};
 use nrt_core::{Error, err};
@@ -107,6 +109,56 @@ impl<T> Handles<T> {
             Ok(erased) => Ok(erased.wait(|_| std::thread::yield_now()).take()),
             Err(_) => Err(self.miss(p)),
         }
+    }
+}
+
+/// A registry of small C objects that calls change in place (trace and profiling options,
+/// inspect configurations): a [`Handles`] of locked values, created on first use.
+pub(crate) struct Objects<T> {
+    cell: OnceLock<Handles<Mutex<T>>>,
+    capacity: u32,
+    kind: u64,
+    what: &'static str,
+}
+
+impl<T> Objects<T> {
+    /// `capacity` objects of kind `kind` (1 to 15, distinct from every other registry's),
+    /// called `what` in messages.
+    pub(crate) const fn new(capacity: u32, kind: u64, what: &'static str) -> Self {
+        Self {
+            cell: OnceLock::new(),
+            capacity,
+            kind,
+            what,
+        }
+    }
+
+    fn handles(&self) -> &Handles<Mutex<T>> {
+        self.cell
+            .get_or_init(|| Handles::new(self.capacity, self.kind, self.what))
+    }
+
+    /// Registers `value` and returns its C handle ([`Handles::insert`]).
+    pub(crate) fn insert(&self, value: T) -> Result<*mut c_void, Error> {
+        self.handles().insert(Mutex::new(value))
+    }
+
+    /// Runs `f` on the object of `p`, locked for the call. Errors as [`Handles::resolve`].
+    pub(crate) fn with<R>(
+        &self,
+        p: *const c_void,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> Result<R, Error> {
+        let r = self.handles().resolve(p)?;
+        let mut guard = r.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(f(&mut guard))
+    }
+
+    /// Unregisters the object of `p` and returns it ([`Handles::remove`]).
+    pub(crate) fn remove(&self, p: *const c_void) -> Result<T, Error> {
+        self.handles()
+            .remove(p)
+            .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
     }
 }
 

@@ -109,6 +109,13 @@ mod nrt_gaps;
 mod output_completion;
 mod sendrecv;
 
+// Profiling, system trace and inspect (nrt_profile.h, nrt_sys_trace.h).
+mod c_strings;
+pub mod inspect;
+pub mod profile;
+pub mod sys_trace;
+mod trace_store;
+
 pub use async_exec::*;
 pub use execute::*;
 pub use init::*;

@@ -24,22 +24,6 @@ macro_rules! unsupported {
 
 unsupported!(nrt_build_global_comm, "nrt_build_global_comm", Failure, "collectives across devices are not implemented.", (vnc: i32, g_device_id: u32, g_device_count: u32));
 unsupported!(nrt_cc_global_comm_init, "nrt_cc_global_comm_init", Failure, "collectives across devices are not implemented.", (vnc: u32, g_device_id: u32, g_device_count: u32));
-unsupported!(nrt_profile_start, "nrt_profile_start", Failure, "profile capture is not implemented.", (model: *mut c_void, filename: *const c_char));
-unsupported!(nrt_profile_stop, "nrt_profile_stop", Failure, "profile capture is not implemented.", (filename: *const c_char));
-unsupported!(
-    nrt_inspect_begin,
-    "nrt_inspect_begin",
-    Failure,
-    "inspect capture is not implemented.",
-    ()
-);
-unsupported!(
-    nrt_inspect_stop,
-    "nrt_inspect_stop",
-    Failure,
-    "inspect capture is not implemented.",
-    ()
-);
 unsupported!(nrt_trace_start, "nrt_trace_start", Failure, "tracing is not implemented.", (trace_mem: bool));
 unsupported!(nrt_trace_stop, "nrt_trace_stop", Failure, "tracing is not implemented.", (filename: *const c_char));
 unsupported!(nrt_get_hbm_mmap_va, "nrt_get_hbm_mmap_va", Invalid, "HBM cannot be mapped into the process.", (device_id: c_int, hbm_idx: c_int, addr: *mut *mut c_void, size: *mut usize));

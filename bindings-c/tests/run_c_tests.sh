@@ -67,13 +67,28 @@ cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/
   -o "$work/all_headers_static" "$prefix/lib/libnrt.a" -lpthread -ldl -lm
 "$work/all_headers_static"
 
+echo "== nrt_profile.h and nrt_sys_trace.h: every function, exact types, linked (C11 and C++17)"
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/profile_headers.c \
+  -o "$work/profile_headers" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/profile_headers"
+g++ -x c++ -std=c++17 -Wall -Werror $(pkg-config --cflags nrt) bindings-c/tests/c/profile_headers.c \
+  -o "$work/profile_headers_cxx" $(pkg-config --libs nrt) -Wl,-rpath,"$prefix/lib"
+"$work/profile_headers_cxx"
+
 echo "== the simulator MLP as a NEFF"
 cargo run -q --release -p nrt-sim --example mlp_neff -- "$work/mlp"
 echo "== a tiny NEFF without a program (many_models loads 10,000 of it)"
 cargo run -q --release -p nrt-tests --example hot_path_support -- neff "$work/mlp/empty.neff"
 
+# profile_mlp renders its trace with `nrt trace render`.
+echo "== the nrt command (trace render)"
+cargo build -q --release -p nrt-cli
+target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+export NRT_BIN="$target_dir/release/nrt"
+
 cflags=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Ibindings-c/tests/c)
-for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
+programs="run_neff mlp_check threads errors guards free_while_queued async_ext many_models profile_mlp sys_trace_events inspect_mlp"
+for p in $programs; do
   cc "${cflags[@]}" bindings-c/tests/c/$p.c -o "$work/$p" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
   cc "${cflags[@]}" -g -fsanitize=address,undefined -fno-omit-frame-pointer bindings-c/tests/c/$p.c \
     -o "$work/${p}_asan" $(pkg-config --cflags --libs nrt) -lpthread -Wl,-rpath,"$prefix/lib"
@@ -113,11 +128,11 @@ run() {
   fi
 }
 
-for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
+for p in $programs; do
   run "$p" env "$(instance_for $p)" "$work/$p" "$(arg_for $p)"
 done
 if command -v valgrind > /dev/null; then
-  for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
+  for p in $programs; do
     run "valgrind-$p" env "$(instance_for $p)" NRT_MANY_MODELS=1000 valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
       --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
   done
@@ -125,7 +140,7 @@ else
   echo "valgrind not installed: valgrind runs skipped" >&2
   fail=$((fail + 1))
 fi
-for p in run_neff mlp_check threads errors guards free_while_queued async_ext many_models; do
+for p in $programs; do
   run "asan-$p" env "$(instance_for $p)" ASAN_OPTIONS=detect_leaks=1 "$work/${p}_asan" "$(arg_for $p)"
 done
 

@@ -56,6 +56,8 @@ pub mod config;
 pub mod coredump;
 pub mod device;
 pub mod driver;
+#[cfg(feature = "alloc")]
+pub mod events;
 pub mod fmt;
 pub mod host;
 pub mod io;

@@ -18,6 +18,7 @@ use super::queues::{
 use super::{ModelHandle, ModelRef, Runtime};
 use crate::driver::{Binding, Driver, DriverError, ExecRequest};
 use crate::error::Result;
+use crate::events::RuntimeEvent;
 use crate::fmt::Level;
 use crate::host::{Host, Platform as _};
 use crate::io::TensorUsage;
@@ -106,7 +107,14 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             hook,
         });
         m.queued().increment();
-        Ok(seq_id(q.xu_id, number))
+        let seq = seq_id(q.xu_id, number);
+        let lnc = crate::events::relative_core(self.published.topology(), lnc);
+        self.events.emit(|| RuntimeEvent::ExecSubmitted {
+            model: id,
+            lnc,
+            seq,
+        });
+        Ok(seq)
     }
 
     /// Implicit-async `execute`: enqueues to the model's core queue (full: `NRT_QUEUE_FULL`).
@@ -311,6 +319,14 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                     outputs: &t.job.outputs,
                     timeout_secs: self.published.timeout_secs(),
                 };
+                let seq = seq_id(t.xu_id, t.job.number);
+                self.events.emit(|| RuntimeEvent::ExecStarted {
+                    model: id,
+                    lnc: crate::events::relative_core(self.published.topology(), t.lnc),
+                    seq,
+                    io: m.io(),
+                    inputs: &t.job.inputs,
+                });
                 let status = match self.driver.submit(&request) {
                     Ok(()) => NrtStatus::Success,
                     Err(e) => {
@@ -321,6 +337,15 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                         e.status()
                     }
                 };
+                self.events.emit(|| RuntimeEvent::ExecCompleted {
+                    model: id,
+                    lnc: crate::events::relative_core(self.published.topology(), t.lnc),
+                    seq,
+                    status,
+                    staged: m.staged(),
+                    io: m.io(),
+                    outputs: &t.job.outputs,
+                });
                 m.queued().decrement();
                 status
             }

@@ -9,10 +9,12 @@ use super::Runtime;
 use super::bind::{Resolved, SmallVec};
 use crate::driver::{Binding, DeviceBuffer, Driver, DriverError, ExecRequest};
 use crate::error::{Error, Result};
+use crate::events::RuntimeEvent;
 use crate::fmt::Level;
 use crate::host::Host;
 use crate::io::{IoTable, TensorUsage};
 use crate::runtime::ModelHandle;
+use crate::status::NrtStatus;
 use crate::tensor::{DeviceMemory, Tensor, TensorSet};
 
 /// `kmgr_exec_mode_t`. The synchronous path passes [`ExecMode::ExplicitAsync`] (1) and the
@@ -150,8 +152,34 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
             Level::Trace,
             format_args!("execute model {id}: exec mode {}", res.mode as u32),
         );
+        let lnc = crate::events::relative_core(self.published.topology(), m.lnc());
         for _ in 0..repeat {
-            self.driver.submit(&request).map_err(|e| {
+            let seq = self.events.next_sync_seq();
+            self.events.emit(|| RuntimeEvent::ExecSubmitted {
+                model: id,
+                lnc,
+                seq,
+            });
+            self.events.emit(|| RuntimeEvent::ExecStarted {
+                model: id,
+                lnc,
+                seq,
+                io,
+                inputs: in_bindings.as_slice(),
+            });
+            let done = self.driver.submit(&request);
+            self.events.emit(|| RuntimeEvent::ExecCompleted {
+                model: id,
+                lnc,
+                seq,
+                status: done
+                    .as_ref()
+                    .map_or_else(DriverError::status, |()| NrtStatus::Success),
+                staged: m.staged(),
+                io,
+                outputs: out_bindings.as_slice(),
+            });
+            done.map_err(|e| {
                 self.fail(Error::new(
                     e.status(),
                     format_args!("Execution of model {id} failed: {e}"),

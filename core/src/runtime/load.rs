@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 use super::{ModelHandle, Runtime};
 use crate::driver::{Driver, DriverError, StagedModel, SubgraphImage};
 use crate::error::{Error, Result};
+use crate::events::RuntimeEvent;
 use crate::fmt::Level;
 use crate::host::{Host, Platform as _};
 use crate::io::IoTable;
@@ -67,6 +68,11 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                         neff.name()
                     ),
                 );
+                self.events.emit(|| RuntimeEvent::ModelLoaded {
+                    model: h.id(),
+                    lnc: crate::events::relative_core(self.published.topology(), abs),
+                    name: neff.name(),
+                });
                 Ok(h)
             }
             Err(e) => {

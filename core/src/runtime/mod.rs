@@ -195,6 +195,9 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     /// Async queues, present while INIT.
     #[cfg(feature = "alloc")]
     async_state: spin::Mutex<Option<queues::AsyncState>>,
+    /// The event observer (profilers, system traces).
+    #[cfg(feature = "alloc")]
+    events: crate::events::EventSeam,
 }
 
 impl<D: Driver + fmt::Debug, H: Host + fmt::Debug> fmt::Debug for Runtime<D, H> {
@@ -262,6 +265,8 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             unstage_retry: spin::Mutex::new(alloc::vec::Vec::new()),
             #[cfg(feature = "alloc")]
             async_state: spin::Mutex::new(None),
+            #[cfg(feature = "alloc")]
+            events: crate::events::EventSeam::new(),
         }
     }
 
@@ -295,7 +300,19 @@ impl<D: Driver, H: Host> Runtime<D, H> {
 
     pub(crate) fn fail(&self, e: Error) -> Error {
         self.log(Level::Error, format_args!("{}", e.message()));
+        #[cfg(feature = "alloc")]
+        self.events.emit(|| crate::events::RuntimeEvent::Error {
+            status: e.status(),
+            message: e.message(),
+        });
         e.mark_logged()
+    }
+
+    /// Installs (or, with `None`, removes) the observer of the runtime's events
+    /// ([`crate::events`]).
+    #[cfg(feature = "alloc")]
+    pub fn set_event_hook(&self, hook: Option<crate::events::EventHook>) {
+        self.events.set(hook);
     }
 
     /// Enters CHILD if the host reports a fork since the fork handlers were registered.

@@ -153,9 +153,12 @@ impl<D: Driver, H: Host> Runtime<D, H> {
                 }
             }
         }
+        let lnc = crate::events::relative_core(self.published.topology(), model.lnc());
         drop(model);
         if result.is_ok() {
             self.log(Level::Info, format_args!("Unloaded NN: {id}"));
+            self.events
+                .emit(|| crate::events::RuntimeEvent::ModelUnloaded { model: id, lnc });
         }
         result
     }

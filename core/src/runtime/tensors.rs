@@ -6,6 +6,7 @@ use alloc::string::String;
 use super::Runtime;
 use crate::driver::{DeviceBuffer, Driver, DriverError};
 use crate::error::{Error, Result};
+use crate::events::RuntimeEvent;
 use crate::fmt::Level;
 use crate::host::Host;
 use crate::tensor::{DeviceMemory, Tensor, TensorPlacement};
@@ -43,6 +44,10 @@ impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
         self.free_now(buffer);
     }
     fn read(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.events.emit(|| RuntimeEvent::TensorRead {
+            nc: crate::events::core_on_device(self.published.topology(), b.device),
+            bytes: out.len() as u64,
+        });
         self.driver.read_device(b, offset, out).map_err(|e| {
             self.fail(driver_error(
                 &e,
@@ -51,6 +56,10 @@ impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
         })
     }
     fn write(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<()> {
+        self.events.emit(|| RuntimeEvent::TensorWrite {
+            nc: crate::events::core_on_device(self.published.topology(), b.device),
+            bytes: data.len() as u64,
+        });
         self.driver.write_device(b, offset, data).map_err(|e| {
             self.fail(driver_error(
                 &e,
@@ -59,6 +68,10 @@ impl<D: Driver + Sync, H: Host + Sync> DeviceMemory for Runtime<D, H> {
         })
     }
     fn copy(&self, src: DeviceBuffer, so: u64, dst: DeviceBuffer, d: u64, len: u64) -> Result<()> {
+        self.events.emit(|| RuntimeEvent::TensorCopy {
+            nc: crate::events::core_on_device(self.published.topology(), dst.device),
+            bytes: len,
+        });
         self.driver.copy_device(src, so, dst, d, len).map_err(|e| {
             self.fail(driver_error(
                 &e,
