@@ -33,7 +33,7 @@ pub unsafe extern "C" fn nrta_execute_schedule(
     ret: *mut u32,
     seq: *mut u64,
 ) -> u32 {
-    api!("nrta_execute_schedule", {
+    api!(dump "nrta_execute_schedule", {
         rt().guard()?;
         let s = out(seq, "sequence")?;
         let h = model_of(model)?;
@@ -134,7 +134,7 @@ pub unsafe extern "C" fn nrta_tensor_write(
     seq: *mut u64,
 ) -> u32 {
     api!(
-        "nrta_tensor_write",
+        dump "nrta_tensor_write",
         tensor_op(queue, ret, seq, || tensor_of(tensor)?
             .get()
             .write(offset, byte_slice(buf, size as usize)?))
@@ -157,7 +157,7 @@ pub unsafe extern "C" fn nrta_tensor_read(
     seq: *mut u64,
 ) -> u32 {
     api!(
-        "nrta_tensor_read",
+        dump "nrta_tensor_read",
         tensor_op(queue, ret, seq, || tensor_of(tensor)?
             .get()
             .read(offset, byte_slice_mut(buf, size as usize)?))
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn nrta_tensor_copy(
     seq: *mut u64,
 ) -> u32 {
     api!(
-        "nrta_tensor_copy",
+        dump "nrta_tensor_copy",
         tensor_op(queue, ret, seq, || Tensor::copy(
             &tensor_of(src)?.get(),
             src_offset,

@@ -5,7 +5,6 @@ use std::sync::{Mutex, PoisonError};
 
 use nrt_core::NrtStatus;
 
-use crate::core_dump::report_core_dump;
 use crate::model::model_of;
 use crate::tensor_set::with_sets;
 use crate::{invalid, rt};
@@ -17,11 +16,10 @@ pub extern "C" fn nrt_execute(
     input_set: *const c_void,
     output_set: *mut c_void,
 ) -> u32 {
-    api!("nrt_execute", {
+    api!(dump "nrt_execute", {
         rt().guard()?;
         let h = model_of(model)?;
         with_sets(input_set, output_set, |i, o| rt().execute(h, i, o))
-            .inspect_err(|e| report_core_dump("nrt_execute", e))
     })
 }
 
@@ -33,7 +31,7 @@ pub extern "C" fn nrt_execute_repeat(
     output_set: *mut c_void,
     repeat_count: c_int,
 ) -> u32 {
-    api!("nrt_execute_repeat", {
+    api!(dump "nrt_execute_repeat", {
         rt().guard()?;
         let h = model_of(model)?;
         with_sets(input_set, output_set, |i, o| {

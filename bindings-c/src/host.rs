@@ -2,6 +2,7 @@
 //! console (raw writes to fd 2, safe in a forked child) or syslog, over the std platform
 //! services (fork detection, per-thread registry rows, parallel staging).
 
+use std::collections::VecDeque;
 use std::ffi::CString;
 use std::fmt::{self, Write as _};
 
@@ -59,8 +60,64 @@ impl CHost {
     }
 }
 
+/// Lines the error log keeps at most (the oldest go first).
+const ERROR_LOG_LINES: usize = 256;
+/// Bytes the error log keeps at most.
+const ERROR_LOG_BYTES: usize = 64 * 1024;
+
+/// The runtime's recent error log: the last `ERROR` and `WARNING` records, at any
+/// `NEURON_RT_LOG_LEVEL`, which a core dump writes (`nlog_dump_error_log` in libnrt).
+struct ErrorLog {
+    lines: VecDeque<String>,
+    bytes: usize,
+}
+
+static ERROR_LOG: spin::Mutex<ErrorLog> = spin::Mutex::new(ErrorLog {
+    lines: VecDeque::new(),
+    bytes: 0,
+});
+
+/// Takes the error log's lock, or gives up after a bounded wait: a forked child may find it
+/// held by a thread of the parent that no longer exists.
+fn error_log() -> Option<spin::MutexGuard<'static, ErrorLog>> {
+    (0..1000).find_map(|_| {
+        ERROR_LOG.try_lock().or_else(|| {
+            std::hint::spin_loop();
+            None
+        })
+    })
+}
+
+/// The error log's lines, oldest first.
+pub(crate) fn recent_errors() -> Vec<String> {
+    error_log().map_or_else(Vec::new, |log| log.lines.iter().cloned().collect())
+}
+
 impl Host for CHost {
     type Platform = StdPlatform;
+
+    fn record_error(&self, level: Level, args: fmt::Arguments<'_>) {
+        let ts = nrt_host::log_timestamp(std::time::SystemTime::now());
+        let mut line = String::new();
+        let _ = writeln!(
+            line,
+            "{ts} {}:{} {:<7} NRT:{} {args}",
+            std::process::id(),
+            tid(),
+            level.as_str(),
+            current_function()
+        );
+        if let Some(mut log) = error_log() {
+            log.bytes += line.len();
+            log.lines.push_back(line);
+            while log.lines.len() > ERROR_LOG_LINES || log.bytes > ERROR_LOG_BYTES {
+                match log.lines.pop_front() {
+                    Some(old) => log.bytes -= old.len(),
+                    None => break,
+                }
+            }
+        }
+    }
 
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         if self.quiet {

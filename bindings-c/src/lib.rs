@@ -70,6 +70,8 @@ fn forward_log_records() {
 ///   returns the `T` (a size, a pointer, a bool), or `default` on failure.
 /// * `api!(void "nrt_x", { ... })`: the body is a `Result<(), Error>`; the function returns
 ///   nothing.
+/// * `api!(dump "nrt_x", { ... })`: as the first form, and a failure writes a core dump
+///   ([`core_dump`]).
 macro_rules! api {
     (value $name:literal, $default:expr, $body:expr) => {
         $crate::run_boundary($name, || -> Result<_, nrt_core::Error> { $body }).unwrap_or($default)
@@ -77,6 +79,14 @@ macro_rules! api {
     (void $name:literal, $body:expr) => {{
         let _ = $crate::run_boundary($name, || -> Result<(), nrt_core::Error> { $body });
     }};
+    (dump $name:literal, $body:expr) => {
+        $crate::status_code($crate::run_boundary(
+            $name,
+            || -> Result<(), nrt_core::Error> {
+                $crate::core_dump::dumping($name, || -> Result<(), nrt_core::Error> { $body })
+            },
+        ))
+    };
     ($name:literal, $body:expr) => {
         $crate::status_code($crate::run_boundary(
             $name,
@@ -87,7 +97,7 @@ macro_rules! api {
 
 mod async_exec;
 mod backend;
-mod core_dump;
+pub mod core_dump;
 mod execute;
 mod handles;
 mod host;

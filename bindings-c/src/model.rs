@@ -4,7 +4,6 @@ use std::ffi::{c_char, c_void};
 
 use nrt_core::{Error, ModelHandle, err};
 
-use crate::core_dump::report_core_dump;
 use crate::{invalid, out, put, rt};
 
 pub(crate) fn model_of(p: *const c_void) -> Result<ModelHandle, Error> {
@@ -34,9 +33,7 @@ unsafe fn load(
     }
     // SAFETY: the caller's contract.
     let bytes = unsafe { std::slice::from_raw_parts(neff_bytes.cast::<u8>(), size) };
-    let h = rt()
-        .load(bytes, vnc, vnc_count)
-        .inspect_err(|e| report_core_dump("nrt_load", e))?;
+    let h = rt().load(bytes, vnc, vnc_count)?;
     // SAFETY: checked non-NULL.
     unsafe { put(m, h.to_raw() as *mut c_void) };
     Ok(())
@@ -56,7 +53,7 @@ pub unsafe extern "C" fn nrt_load(
     model: *mut *mut c_void,
 ) -> u32 {
     // SAFETY: the caller's contract.
-    api!("nrt_load", unsafe {
+    api!(dump "nrt_load", unsafe {
         load(neff_bytes, size, vnc, vnc_count, model)
     })
 }
@@ -76,7 +73,7 @@ pub unsafe extern "C" fn nrt_load_collectives(
     ctx_device_count: u32,
     model: *mut *mut c_void,
 ) -> u32 {
-    api!("nrt_load_collectives", {
+    api!(dump "nrt_load_collectives", {
         if ctx_device_count > 1 {
             rt().guard()?;
             return Err(err!(

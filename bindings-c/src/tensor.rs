@@ -58,7 +58,7 @@ pub unsafe extern "C" fn nrt_tensor_allocate(
     name: *const c_char,
     tensor: *mut *mut c_void,
 ) -> u32 {
-    api!("nrt_tensor_allocate", {
+    api!(dump "nrt_tensor_allocate", {
         rt().guard()?;
         let slot = out(tensor, "tensor")?;
         let placement = TensorPlacement::from_raw(placement)
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn nrt_tensor_allocate_slice(
     name: *const c_char,
     tensor_slice: *mut *mut c_void,
 ) -> u32 {
-    api!("nrt_tensor_allocate_slice", {
+    api!(dump "nrt_tensor_allocate_slice", {
         rt().guard()?;
         let slot = out(tensor_slice, "tensor slice")?;
         let src = tensor_of(source)?;
@@ -194,7 +194,7 @@ pub unsafe extern "C" fn nrt_tensor_read(
     offset: usize,
     size: usize,
 ) -> u32 {
-    api!("nrt_tensor_read", {
+    api!(dump "nrt_tensor_read", {
         rt().guard()?;
         tensor_of(tensor)?
             .get()
@@ -214,7 +214,7 @@ pub unsafe extern "C" fn nrt_tensor_write(
     offset: usize,
     size: usize,
 ) -> u32 {
-    api!("nrt_tensor_write", {
+    api!(dump "nrt_tensor_write", {
         rt().guard()?;
         tensor_of(tensor)?
             .get()
@@ -231,7 +231,7 @@ pub extern "C" fn nrt_tensor_copy(
     dst_offset: usize,
     size: usize,
 ) -> u32 {
-    api!("nrt_tensor_copy", {
+    api!(dump "nrt_tensor_copy", {
         rt().guard()?;
         let (s, d) = (tensor_of(src)?, tensor_of(dst)?);
         let (s, d) = (s.get(), d.get());
@@ -255,7 +255,7 @@ pub extern "C" fn nrt_tensor_memset(
     value: c_int,
     size: usize,
 ) -> u32 {
-    api!("nrt_tensor_memset", {
+    api!(dump "nrt_tensor_memset", {
         rt().guard()?;
         tensor_of(tensor)?
             .get()
@@ -334,7 +334,7 @@ pub(crate) fn batches(batches: *const Batch, n: u64, write: bool) -> Result<(), 
 /// `b` points to `n` batches whose ops and buffers are valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_tensor_read_batch(b: *const c_void, n: u64, _unsafe: bool) -> u32 {
-    api!("nrt_tensor_read_batch", {
+    api!(dump "nrt_tensor_read_batch", {
         rt().guard()?;
         batches(b.cast(), n, false)
     })
@@ -347,7 +347,7 @@ pub unsafe extern "C" fn nrt_tensor_read_batch(b: *const c_void, n: u64, _unsafe
 /// As [`nrt_tensor_read_batch`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nrt_tensor_write_batch(b: *const c_void, n: u64, _unsafe: bool) -> u32 {
-    api!("nrt_tensor_write_batch", {
+    api!(dump "nrt_tensor_write_batch", {
         rt().guard()?;
         batches(b.cast(), n, true)
     })

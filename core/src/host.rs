@@ -70,6 +70,13 @@ pub trait Host {
         crate::fmt::forward(level, args);
     }
 
+    /// Receives every `ERROR` and `WARNING` record, whatever `NEURON_RT_LOG_LEVEL` says, before
+    /// [`Host::log`] sees it (if it does): the runtime's recent error log, which a host that
+    /// writes core dumps keeps and writes into the dump. The default keeps nothing.
+    fn record_error(&self, level: Level, args: fmt::Arguments<'_>) {
+        let _ = (level, args);
+    }
+
     /// The platform services.
     fn platform(&self) -> &Self::Platform;
 }
@@ -87,6 +94,9 @@ impl<T: Host + ?Sized> Host for &T {
     type Platform = T::Platform;
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         T::log(self, level, args)
+    }
+    fn record_error(&self, level: Level, args: fmt::Arguments<'_>) {
+        T::record_error(self, level, args)
     }
     fn platform(&self) -> &T::Platform {
         T::platform(self)
@@ -115,6 +125,9 @@ impl<T: Host + ?Sized> Host for alloc::sync::Arc<T> {
     type Platform = T::Platform;
     fn log(&self, level: Level, args: fmt::Arguments<'_>) {
         T::log(self, level, args)
+    }
+    fn record_error(&self, level: Level, args: fmt::Arguments<'_>) {
+        T::record_error(self, level, args)
     }
     fn platform(&self) -> &T::Platform {
         T::platform(self)

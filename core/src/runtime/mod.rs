@@ -291,8 +291,12 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         self.state.get()
     }
 
-    /// Emits a log record through the host if the configured level lets it through.
+    /// Emits a log record through the host if the configured level lets it through. Errors and
+    /// warnings also reach [`Host::record_error`] at any level.
     pub fn log(&self, level: Level, args: fmt::Arguments<'_>) {
+        if level <= Level::Warning {
+            self.host.record_error(level, args);
+        }
         if decode_level(self.log_level.load(Ordering::Relaxed)).allows(level) {
             self.host.log(level, args);
         }
