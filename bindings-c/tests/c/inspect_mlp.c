@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
     CHECK(nrt_inspect_stop());
     if (entries(root) != 3) FAIL("on-fail capture wrote a successful execution");
     CHECK(nrt_inspect_config_free(cfg));
-    EXPECT(nrt_inspect_config_free(cfg), NRT_INVALID);
+    EXPECT(nrt_inspect_config_free(cfg), NRT_INVALID_HANDLE);
 
     /* The environment at load time, in a child (a new process image) that never calls
      * nrt_inspect_*. */

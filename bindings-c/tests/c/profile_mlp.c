@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
     closedir(d);
     if (traces != 2 || summaries != 2) FAIL("continuous: %d traces, %d summaries", traces, summaries);
     CHECK(nrt_profile_continuous_options_free(opts));
-    EXPECT(nrt_profile_continuous_options_free(opts), NRT_INVALID); /* freed: refused */
+    EXPECT(nrt_profile_continuous_options_free(opts), NRT_INVALID_HANDLE); /* freed: refused */
 
     mlp_close(&m);
     nrt_close();

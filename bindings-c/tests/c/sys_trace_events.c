@@ -236,7 +236,7 @@ int main(int argc, char **argv) {
 
     /* Freed options are refused, not dereferenced. */
     nrt_sys_trace_config_free(config);
-    EXPECT(nrt_sys_trace_start(config), NRT_INVALID);
+    EXPECT(nrt_sys_trace_start(config), NRT_INVALID_HANDLE);
     EXPECT(nrt_sys_trace_config_allocate(NULL), NRT_INVALID);
     nrt_close();
     mlp_unmap(&m);
