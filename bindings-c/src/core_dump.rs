@@ -60,7 +60,7 @@ pub(crate) fn dumping<T>(
 
 fn write_dump(what: &str, e: &Error) {
     // Calls the guard refused (before init, after close, in a forked child) dump nothing.
-    if rt().guard().is_err() {
+    if !rt().is_ready() {
         return;
     }
     let Ok(config) = rt().config() else { return };

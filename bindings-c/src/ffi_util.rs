@@ -46,7 +46,8 @@ pub(crate) fn boundary<T>(name: &'static str, fallback: T, body: impl FnOnce() -
 }
 
 /// Defines exported status-returning functions that are not provided: each logs one line
-/// naming itself and the reason, and returns [`UNSUPPORTED`].
+/// naming itself and the reason, and returns [`UNSUPPORTED`] (after the lifecycle guard, like
+/// every entry: 13 before `nrt_init` and after `nrt_close`, 1 in a forked child).
 macro_rules! unsupported_status {
     ($(#[$doc:meta])* $name:ident, $label:literal, $why:literal, ($($arg:ident: $ty:ty),*)) => {
         $(#[$doc])*
@@ -54,7 +55,10 @@ macro_rules! unsupported_status {
         #[unsafe(no_mangle)]
         pub(crate) extern "C" fn $name($($arg: $ty),*) -> u32 {
             $(let _ = $arg;)*
-            api!($label, Err($crate::ffi_util::unsupported($label, $why)))
+            api!($label, {
+                $crate::rt().guard()?;
+                Err($crate::ffi_util::unsupported($label, $why))
+            })
         }
     };
 }
