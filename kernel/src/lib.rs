@@ -115,6 +115,7 @@ mod handle;
 mod kernel;
 mod layout;
 pub mod library;
+mod loops;
 mod ops;
 mod pool;
 mod stream;

@@ -55,7 +55,7 @@ impl Rect {
         self.p0 <= o.p0 && o.p1 <= self.p1 && self.b0 <= o.b0 && o.b1 <= self.b1
     }
 
-    fn hull(&self, o: &Rect) -> Rect {
+    pub(crate) fn hull(&self, o: &Rect) -> Rect {
         Rect {
             p0: self.p0.min(o.p0),
             p1: self.p1.max(o.p1),
@@ -372,6 +372,18 @@ impl Log {
                 recs.writes.push(rec);
             } else {
                 recs.reads.push(rec);
+            }
+        }
+    }
+
+    /// Moves every record's position to `f(agent, pos)` (a loop's template records become
+    /// its last iteration's: `loops.rs`). Positions do not file records, so nothing moves.
+    pub(crate) fn move_positions(&mut self, f: impl Fn(Agent, u32) -> u32) {
+        for recs in self.mems.values_mut() {
+            for idx in [&mut recs.writes, &mut recs.reads] {
+                for rec in idx.slots.iter_mut().flatten() {
+                    rec.pos = f(rec.agent, rec.pos);
+                }
             }
         }
     }
