@@ -18,7 +18,7 @@ use nrt_sim::engine::{
 use crate::alloc::Allocator;
 use crate::format::FormatUse;
 use crate::handle::{Memory, Placement, next_kernel_id};
-use crate::loops::Node;
+use crate::loops::node::Node;
 use crate::stream::{Item, assemble};
 use crate::sync::{Access, Agent, DmaChunk, MemKey, Rect, Sync};
 use crate::view::View;

@@ -6,7 +6,7 @@
 use nrt_core::{Error, err};
 use nrt_sim::engine::{DmaBlock, DmaDescriptor, DmaEndpoint, Instr, TermSlot};
 
-use super::Node;
+use super::node::Node;
 
 /// Iterations compared: 1, 2 and the last.
 struct Probes {

@@ -5,7 +5,7 @@
 use nrt_core::{Error, err};
 use nrt_sim::engine::{DmaDescriptor, DmaEndpoint, Instr, TermSlot};
 
-use super::Node;
+use super::node::Node;
 use crate::kernel::{Kernel, Triggers};
 use crate::stream::Item;
 use crate::sync::Access;

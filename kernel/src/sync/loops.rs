@@ -30,30 +30,9 @@ use std::collections::BTreeSet;
 
 use nrt_core::{Error, err};
 
-use super::agent::{AGENTS, Agent, Clock};
+use super::agent::{AGENTS, Agent};
+use super::span::LoopInfo;
 use super::{ENGINES, Sync};
-
-/// One loop's positions.
-#[derive(Clone, Debug)]
-pub(crate) struct LoopInfo {
-    /// Positions before iteration 1.
-    start1: Clock,
-    /// Positions before the template (iteration 2, register 0).
-    start2: Clock,
-    /// Per agent, operations per iteration (set when the loop closes).
-    span: Clock,
-    /// Iterations of the template (`N - 2`).
-    iters: u32,
-    closed: bool,
-}
-
-impl LoopInfo {
-    /// Whether `pos` of agent `a` is one of the template's (register-0) positions.
-    fn holds(&self, a: usize, pos: u32) -> bool {
-        let (first, s) = (self.start2[a], self.span[a]);
-        self.closed && s > 0 && pos > first && pos <= first + s
-    }
-}
 
 impl Sync {
     /// Whether a loop template is being recorded (waits are then needs, unpruned).

@@ -25,6 +25,7 @@
 mod agent;
 mod log;
 mod loops;
+mod span;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -36,7 +37,7 @@ pub(crate) use log::{Access, MemKey, Rect};
 
 use agent::join;
 use log::Log;
-use loops::LoopInfo;
+use span::LoopInfo;
 
 /// A wait for operation `pos` of `agent`; inside loops, `deps[r]` names the loop (of
 /// iteration register `r`) whose iterations move the operation waited for (see `loops.rs`).
