@@ -89,3 +89,34 @@ fn elementwise_loop_matches_rust_loop() {
         assert_eq!(loops_in(&looped) > 0, tiles >= 4);
     }
 }
+
+/// The library matmul at 8192³ bf16 builds through the kernel API in well under a second
+/// (release build) and fits the program limits.
+#[test]
+fn library_matmul_8192_cubed_builds() {
+    use nrt_kernel::library::matmul::{self, MatmulOpts};
+    let t = std::time::Instant::now();
+    let p = matmul::build(
+        8192,
+        8192,
+        8192,
+        DType::Bf16,
+        DType::F32,
+        &MatmulOpts::default(),
+    )
+    .unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "library matmul 8192^3 bf16: {secs:.3} s, {} instructions, {} descriptors, {} terms, {} loops",
+        p.instruction_count(),
+        p.descriptors.len(),
+        p.terms.len(),
+        loops_in(&p)
+    );
+    p.validate().unwrap();
+    assert!(p.instruction_count() < 20_000);
+    assert!(p.descriptors.len() < 100_000);
+    if !cfg!(debug_assertions) {
+        assert!(secs < 1.0, "build took {secs:.3} s");
+    }
+}

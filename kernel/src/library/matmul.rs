@@ -46,7 +46,6 @@ use super::util::{P, blocks, build_with, float, hbm, hbm_out, release};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
 use crate::ops::{DmaCopy, DmaTranspose, NcMatmul, TensorCopy};
-use crate::pool::TilePool;
 use crate::view::View;
 
 /// Columns of `out` per PSUM tile (one 2 KiB bank of fp32).
@@ -204,24 +203,6 @@ fn copy_out(k: &mut Kernel, turn: &mut usize, dst: &View, acc: &View) -> Result<
     })
 }
 
-/// Evacuates `acc` to a tile of `out`'s dtype and stores it at `out[m0.., n0..]`.
-fn evacuate(
-    k: &mut Kernel,
-    ot: &mut TilePool,
-    turn: &mut usize,
-    acc: &View,
-    out: &View,
-    m0: usize,
-    n0: usize,
-) -> Result<(), Error> {
-    let (mn, nn) = (acc.partitions(), acc.free_elems());
-    let o = ot.next(k)?;
-    let ov = o.slice(0, 0..mn)?.slice(1, 0..nn)?;
-    copy_out(k, turn, &ov, acc)?;
-    let dst = out.slice(0, m0..m0 + mn)?.slice(1, n0..n0 + nn)?;
-    k.emit(DmaCopy::new(&dst, &ov))
-}
-
 /// `aᵀ` resident for all of M, loaded once; `b` in blocks of all K rows × 512 columns, each
 /// loaded once (double-buffered): every input byte moves once.
 fn resident_a(
@@ -290,8 +271,26 @@ fn resident_a(
     release(k, [bb, ps, ot], r)
 }
 
-/// `aᵀ` per block of 128 rows of `out` (double-buffered), `b` streamed per K tile through a
-/// pool of three: for shapes whose `aᵀ` does not fit [`RESIDENT_BYTES`].
+/// Calls `body(k, start, len)` for each block of `size` of `0..n`: the full blocks as one
+/// loop ([`Kernel::for_range`]), the partial last block after it.
+fn blocks_looped(
+    k: &mut Kernel,
+    n: usize,
+    size: usize,
+    mut body: impl FnMut(&mut Kernel, usize, usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let full = n / size;
+    k.for_range(full, |k, i| body(k, i * size, size))?;
+    if n % size > 0 {
+        body(k, full * size, n % size)?;
+    }
+    Ok(())
+}
+
+/// `aᵀ` per block of 128 rows of `out`, `b` streamed per K tile through two buffers, for
+/// shapes whose `aᵀ` does not fit [`RESIDENT_BYTES`]. Written with loops
+/// ([`Kernel::for_range`]): the blocks of M, the blocks of N and the pairs of K tiles (one per
+/// `b` buffer) are loops, so the program and its build time do not grow with the size.
 fn streamed(
     k: &mut Kernel,
     out: &View,
@@ -302,35 +301,28 @@ fn streamed(
 ) -> Result<(), Error> {
     let dt = a.dtype();
     let (mp, kp, nt, kt) = (P.min(g.m), P.min(g.kd), g.nt, g.kt);
-    let mut at = k.tile_pool("mm_aT", Memory::Sbuf, dt, &[kp, kt, mp], 2)?;
-    let mut bt = match k.tile_pool("mm_b", Memory::Sbuf, dt, &[kp, nt], 3) {
-        Ok(p) => p,
-        Err(e) => return release(k, [at], Err(e)),
-    };
-    let mut ps = match k.tile_pool("mm_psum", Memory::Psum, DType::F32, &[mp, nt], 2) {
-        Ok(p) => p,
-        Err(e) => return release(k, [at, bt], Err(e)),
-    };
-    let mut ot = match k.tile_pool("mm_out", Memory::Sbuf, out.dtype(), &[mp, nt], 2) {
-        Ok(p) => p,
-        Err(e) => return release(k, [at, bt, ps], Err(e)),
-    };
-    let r = (|| -> Result<(), Error> {
-        let mut turn = 0;
-        for (m0, mn) in blocks(g.m, P) {
-            let a_t = at.next(k)?;
+    k.scope(|k| {
+        let a_t = k.sbuf_tile("mm_aT", dt, &[kp, kt, mp])?;
+        let b_t = [
+            k.sbuf_tile("mm_b0", dt, &[kp, nt])?,
+            k.sbuf_tile("mm_b1", dt, &[kp, nt])?,
+        ];
+        let acc_t = k.psum_tile("mm_psum", DType::F32, &[mp, nt])?;
+        let o_t = k.sbuf_tile("mm_out", out.dtype(), &[mp, nt])?;
+        let (kf, k_rem) = (g.kd / P, g.kd % P);
+        blocks_looped(k, g.m, P, |k, m0, mn| {
             let stationary = |i: usize, kn: usize| -> Result<View, Error> {
                 a_t.slice(0, 0..kn)?.select(1, i)?.slice(1, 0..mn)
             };
-            for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
-                load_a_t(k, &stationary(i, kn)?, a, opts, m0, mn, k0, kn)?;
-            }
-            for (n0, nn) in blocks(g.n, N_TILE) {
-                let acc_t = ps.next(k)?;
+            blocks_looped(k, g.kd, P, |k, k0, kn| {
+                load_a_t(k, &stationary(k0 / P, kn)?, a, opts, m0, mn, k0, kn)
+            })?;
+            blocks_looped(k, g.n, N_TILE, |k, n0, nn| {
                 let acc = acc_t.slice(0, 0..mn)?.slice(1, 0..nn)?;
-                for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
-                    let b_t = bt.next(k)?;
-                    let bv = b_t.slice(0, 0..kn)?.slice(1, 0..nn)?;
+                // K tile `i` (rows k0..k0 + kn) through b buffer `buf`.
+                let ktile = |k: &mut Kernel, i: usize, kn: usize, buf: usize| {
+                    let k0 = i * P;
+                    let bv = b_t[buf].slice(0, 0..kn)?.slice(1, 0..nn)?;
                     let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
                     k.emit(DmaCopy::new(&bv, &src))?;
                     k.emit(NcMatmul {
@@ -338,14 +330,29 @@ fn streamed(
                         stationary: &stationary(i, kn)?,
                         moving: &bv,
                         accumulate: Some(i > 0),
-                    })?;
+                    })
+                };
+                k.for_range(kf / 2, |k, j| {
+                    ktile(k, 2 * j, P, 0)?;
+                    ktile(k, 2 * j + 1, P, 1)
+                })?;
+                if kf % 2 == 1 {
+                    ktile(k, kf - 1, P, 0)?;
                 }
-                evacuate(k, &mut ot, &mut turn, &acc, out, m0, n0)?;
-            }
-        }
-        Ok(())
-    })();
-    release(k, [at, bt, ps, ot], r)
+                if k_rem > 0 {
+                    ktile(k, kf, k_rem, kf % 2)?;
+                }
+                let ov = o_t.slice(0, 0..mn)?.slice(1, 0..nn)?;
+                k.emit(TensorCopy {
+                    dst: &ov,
+                    src: &acc,
+                    engine: Some(EngineId::Vector),
+                })?;
+                let dst = out.slice(0, m0..m0 + mn)?.slice(1, n0..n0 + nn)?;
+                k.emit(DmaCopy::new(&dst, &ov))
+            })
+        })
+    })
 }
 
 /// A kernel `matmul` with inputs `a` `[m, kd]` (`[kd, m]` with `opts.a_transposed`) and `b`
