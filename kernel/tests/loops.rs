@@ -120,3 +120,112 @@ fn library_matmul_8192_cubed_builds() {
         assert!(secs < 1.0, "build took {secs:.3} s");
     }
 }
+
+/// The 8192³ bf16 library matmul runs (release build, a few minutes of host time):
+/// `cargo test --release -p nrt-kernel --test loops -- --ignored --nocapture`. Inputs are
+/// multiples of 1/8 in [-1, 1]: every product and partial sum is a multiple of 1/64 below
+/// 2^13, exact in fp32, so the output equals an f64 reference exactly whatever the order of
+/// the additions. Sampled 128 × 128 output tiles are checked; the simulated time is printed.
+#[test]
+#[ignore]
+fn library_matmul_8192_cubed_runs() {
+    use nrt_kernel::library::matmul::{self, MatmulOpts};
+    use nrt_sim::Instance;
+    use nrt_sim::engine::{Device, ExecOptions, TICKS_PER_SECOND, decode_f32};
+    let n = 8192;
+    let p = matmul::build(n, n, n, DType::Bf16, DType::F32, &MatmulOpts::default()).unwrap();
+    let mut rng = Rng(0x8192);
+    let av: Vec<f32> = (0..n * n).map(|_| rng.small(8) / 8.0).collect();
+    let bv: Vec<f32> = (0..n * n).map(|_| rng.small(8) / 8.0).collect();
+    let mut dev = Device::new(Instance::Trn1);
+    let lp = dev.load(0, p).unwrap();
+    dev.write_tensor(&lp, "a", &encode_f32(DType::Bf16, &av))
+        .unwrap();
+    dev.write_tensor(&lp, "b", &encode_f32(DType::Bf16, &bv))
+        .unwrap();
+    let t = std::time::Instant::now();
+    let report = dev.execute(&lp, &ExecOptions::default()).unwrap();
+    let host = t.elapsed().as_secs_f64();
+    assert!(report.hazards.is_empty(), "{:?}", report.hazards.first());
+    report.result().unwrap();
+    let out = decode_f32(DType::F32, &dev.read_tensor(&lp, "out").unwrap());
+    let tiles = [(0, 0), (63, 63), (17, 42), (40, 5), (63, 0), (0, 63)];
+    for (ti, tj) in tiles {
+        for i in ti * 128..(ti + 1) * 128 {
+            for j in tj * 128..(tj + 1) * 128 {
+                let want: f64 = (0..n)
+                    .map(|l| f64::from(av[i * n + l]) * f64::from(bv[l * n + j]))
+                    .sum();
+                assert_eq!(f64::from(out[i * n + j]), want, "out[{i}, {j}]");
+            }
+        }
+    }
+    let ms = report.ticks as f64 / TICKS_PER_SECOND as f64 * 1e3;
+    let tflops = 2.0 * (n as f64).powi(3) / (ms / 1e3) / 1e12;
+    println!(
+        "library matmul 8192^3 bf16: {} ticks = {ms:.2} ms simulated ({tflops:.1} TFLOP/s), \
+         {host:.0} s of host time; {} sampled tiles exact",
+        report.ticks,
+        tiles.len()
+    );
+}
+
+/// `out[r, c] = (x[r, c] · 2 + running sum of x over the row blocks so far)` over a
+/// `[128 · rb, 32 · cb]` tensor, the row blocks in an outer loop and the column blocks in an
+/// inner one (`depth` 1: the outer loop only; 2: both; 3: and a third loop inside): a loop-carried dependence (the running sum tile, written every
+/// iteration) and per-iteration tiles. With `depth` 3 the inner body is a third loop over
+/// four quarters of the 32 columns.
+fn nested(rb: usize, cb: usize, depth: usize, looped: bool) -> Kernel {
+    let mut k = Kernel::new("nested");
+    let (rows, cols) = (128 * rb, 32 * cb);
+    let x = k.input("x", DType::F32, &[rows, cols]).unwrap();
+    let out = k.output("out", DType::F32, &[rows, cols]).unwrap();
+    let sum = k.sbuf_tile("sum", DType::F32, &[128, cols]).unwrap();
+    k.memset(&sum, 0.0).unwrap();
+    let rep = |k: &mut Kernel,
+               n: usize,
+               on: bool,
+               f: &mut dyn FnMut(&mut Kernel, usize) -> Result<(), nrt_core::Error>|
+     -> Result<(), nrt_core::Error> {
+        if on && looped {
+            k.for_range(n, f)
+        } else {
+            (0..n).try_for_each(|i| f(k, i))
+        }
+    };
+    let quarter = |k: &mut Kernel, r: usize, c: usize, h: usize| {
+        k.scope(|k| {
+            let rs = r * 128..(r + 1) * 128;
+            let cs = c * 32 + h * 8..c * 32 + (h + 1) * 8;
+            let t = k.sbuf_tile("t", DType::F32, &[128, 8])?;
+            k.dma_copy(&t, &x.slice(0, rs.clone())?.slice(1, cs.clone())?)?;
+            let s = sum.slice(1, cs.clone())?;
+            k.tensor_tensor(&s, &s, &t, AluOp::Add)?;
+            k.scalar_tensor_tensor(&t, &t, AluOp::Mul, 2.0, AluOp::Add, &s)?;
+            k.dma_copy(&out.slice(0, rs)?.slice(1, cs)?, &t)
+        })
+    };
+    rep(&mut k, rb, true, &mut |k, r| {
+        rep(k, cb, depth >= 2, &mut |k, c| {
+            rep(k, 4, depth >= 3, &mut |k, h| quarter(k, r, c, h))
+        })
+    })
+    .unwrap();
+    k
+}
+
+#[test]
+fn nested_loops_match_rust_loops() {
+    for (rb, cb, depth) in [(4, 1, 1), (5, 4, 2), (4, 6, 2), (6, 5, 3), (2, 4, 2)] {
+        let looped = nested(rb, cb, depth, true).build_unrolled().unwrap();
+        let unrolled = nested(rb, cb, depth, false).build_unrolled().unwrap();
+        let (tl, tu) = same_outputs(&looped, &unrolled);
+        println!(
+            "nested {rb}x{cb} depth {depth}: looped {} instrs {} loops {tl} ticks, unrolled {} \
+             instrs {tu} ticks",
+            looped.instruction_count(),
+            loops_in(&looped),
+            unrolled.instruction_count(),
+        );
+    }
+}
