@@ -229,3 +229,120 @@ fn nested_loops_match_rust_loops() {
         );
     }
 }
+
+/// A kernel with `x` `[1024, 64]` and `out` of the same shape, for the refusals.
+fn small() -> (Kernel, nrt_kernel::Tensor, nrt_kernel::Tensor) {
+    let mut k = Kernel::new("refusals");
+    let x = k.input("x", DType::F32, &[1024, 64]).unwrap();
+    let out = k.output("out", DType::F32, &[1024, 64]).unwrap();
+    (k, x, out)
+}
+
+/// The error of `body` looped 8 times, which must leave the kernel's program unchanged.
+fn refused(
+    body: impl Fn(&mut Kernel, &nrt_kernel::Tensor, usize) -> Result<(), nrt_core::Error>,
+) -> String {
+    let (mut k, x, out) = small();
+    let t = k.sbuf_tile("t", DType::F32, &[128, 64]).unwrap();
+    k.dma_copy(&t, &x.slice(0, 0..128).unwrap()).unwrap();
+    let e = k.for_range(8, |k, i| body(k, &x, i)).unwrap_err();
+    assert_eq!(e.status(), nrt_core::NrtStatus::Invalid);
+    // Nothing was recorded: the kernel still builds to what it had before the loop.
+    k.dma_copy(&out.slice(0, 0..128).unwrap(), &t).unwrap();
+    let after = k.build_unrolled().unwrap();
+    let (mut k2, x2, out2) = small();
+    let t2 = k2.sbuf_tile("t", DType::F32, &[128, 64]).unwrap();
+    k2.dma_copy(&t2, &x2.slice(0, 0..128).unwrap()).unwrap();
+    k2.dma_copy(&out2.slice(0, 0..128).unwrap(), &t2).unwrap();
+    assert_eq!(after, k2.build_unrolled().unwrap());
+    e.message().to_owned()
+}
+
+#[test]
+fn loop_bodies_that_cannot_be_loops_are_refused() {
+    // A shape that depends on the index.
+    let e = refused(|k, x, i| {
+        k.scope(|k| {
+            let t = k.sbuf_tile("u", DType::F32, &[128, 64])?;
+            let w = 8 + i;
+            k.dma_copy(&t.slice(1, 0..w)?, &x.slice(0, 0..128)?.slice(1, 0..w)?)
+        })
+    });
+    assert_eq!(
+        e,
+        "for_range: dma_copy (operation 0 of the loop body): its DMA descriptors in iterations 1 \
+         and 2 differ by more than one source and one destination offset (a shape that depends \
+         on the loop index, or addresses that move unevenly)"
+    );
+    // A tile whose size depends on the index.
+    let e = refused(|k, _, i| {
+        k.scope(|k| {
+            let t = k.sbuf_tile("u", DType::F32, &[128, 4 + i])?;
+            k.memset(&t, 1.0)
+        })
+    });
+    assert_eq!(
+        e,
+        "for_range: memset (operation 0 of the loop body) differs between iterations 1 and 2 in \
+         more than its addresses (a shape, dtype, engine, flag, scalar or tile that depends on \
+         the loop index)"
+    );
+    // An address that is not affine in the index.
+    let e = refused(|k, x, i| {
+        k.scope(|k| {
+            let t = k.sbuf_tile("u", DType::F32, &[128, 64])?;
+            let r = i * i;
+            k.dma_copy(&t.slice(0, 0..1)?, &x.slice(0, r..r + 1)?)
+        })
+    });
+    assert_eq!(
+        e,
+        "for_range: dma_copy: the DMA source offset (relative to iteration 1) is not affine in \
+         the loop index (operation 0 of the loop body): it is 0, 768 and 12288 in iterations 1, \
+         2 and 7"
+    );
+    // Operations that depend on the index.
+    let e = refused(|k, _, i| {
+        k.scope(|k| {
+            let t = k.sbuf_tile("u", DType::F32, &[128, 64])?;
+            if i % 2 == 0 {
+                k.memset(&t, 0.0)?;
+            }
+            k.memset(&t, 1.0)
+        })
+    });
+    assert_eq!(
+        e,
+        "for_range: the loop body records 1 operations in iteration 1 and 2 in iteration 2; \
+         every iteration from 1 on must record the same operations"
+    );
+    // A tile left allocated: allocation would grow per iteration.
+    let e = refused(|k, _, _| k.sbuf_tile("leak", DType::F32, &[128, 4]).map(|_| ()));
+    assert_eq!(
+        e,
+        "for_range: the loop body allocates tile leak and leaves it allocated (its allocation \
+         would grow with every iteration); allocate it before the loop, or inside a scope of the \
+         body"
+    );
+    // More nesting than the format's four iteration registers.
+    let e = refused(|k, _, _| {
+        k.for_range(4, |k, _| {
+            k.for_range(4, |k, _| {
+                k.for_range(4, |k, _| k.for_range(4, |_, _| Ok(())))
+            })
+        })
+    });
+    assert_eq!(
+        e,
+        "for_range: loops nest at most 4 deep (the program format's iteration registers); this \
+         loop would be number 5"
+    );
+    // An error of the body itself is returned as is.
+    let e = refused(|k, x, _| {
+        k.scope(|k| {
+            let t = k.sbuf_tile("u", DType::F32, &[128, 64])?;
+            k.dma_copy(&t, &x.slice(0, 0..64)?)
+        })
+    });
+    assert!(e.starts_with("dma_copy: "), "{e}");
+}

@@ -73,8 +73,8 @@ fn step(p: &Probes, what: &str, j: usize, vals: [i64; 3]) -> Result<i64, Error> 
     if i128::from(vc) != want {
         return Err(err!(
             Invalid,
-            "for_range: {what} (operation {j} of the loop body) is not affine in the loop \
-             index: it is {va}, {vb} and {vc} in iterations 1, 2 and {}",
+            "for_range: {what} is not affine in the loop index (operation {j} of the loop \
+             body): it is {va}, {vb} and {vc} in iterations 1, 2 and {}",
             p.last
         ));
     }
@@ -190,16 +190,22 @@ fn node(p: &Probes, j: usize, a: &Node, b: &Node, c: &Node, depth: u8) -> Result
                         Invalid,
                         "for_range: {op} (operation {j} of the loop body): its DMA descriptors \
                          in iterations 1 and {i} differ by more than one source and one \
-                         destination offset"
+                         destination offset (a shape that depends on the loop index, or \
+                         addresses that move unevenly)"
                     )
                 })
             };
             let (s1, d1) = moved(da, db, 2)?;
             let (s2, d2) = moved(da, dc, p.last)?;
-            let src = step(p, &format!("{op}: the DMA source offset"), j, [0, s1, s2])?;
+            let src = step(
+                p,
+                &format!("{op}: the DMA source offset (relative to iteration 1)"),
+                j,
+                [0, s1, s2],
+            )?;
             let dst = step(
                 p,
-                &format!("{op}: the DMA destination offset"),
+                &format!("{op}: the DMA destination offset (relative to iteration 1)"),
                 j,
                 [0, d1, d2],
             )?;
