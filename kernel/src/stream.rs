@@ -11,7 +11,7 @@ use nrt_sim::engine::{
     DmaDescriptor, DynTerm, EngineId, Instr, Program, SEMAPHORES, SemCmp, TensorDecl, TermSlot,
 };
 
-use crate::sync::{AGENTS, Agent, Sync, Wait};
+use crate::sync::{AGENTS, Agent, SignalTable, Sync, Wait};
 
 /// A dynamic term of a recorded instruction: `slot += step × register reg`.
 pub(crate) type Term = (TermSlot, u8, i64);
@@ -107,6 +107,11 @@ pub(crate) fn assemble(
         .map(|s| s.iter().copied().collect())
         .collect();
     let looped = sync.has_loops();
+    let tables: Vec<SignalTable> = EngineId::ALL
+        .iter()
+        .zip(&signal_sets)
+        .map(|(e, set)| sync.signal_table(set, Agent::engine(*e)))
+        .collect();
     // The count a wait waits for, and its steps per iteration register.
     let value = |w: &Wait| -> Result<(u32, Vec<(u8, i64)>), Error> {
         let base = match w.agent.as_engine() {
@@ -117,10 +122,10 @@ pub(crate) fn assemble(
                 .map(|k| k as u64 + 1)
                 .ok_or_else(|| err!(Invalid, "internal: no signal after {e} op {}", w.pos))?,
             Some(e) => {
-                let set = signal_sets
+                let table = tables
                     .get(e.index())
                     .ok_or_else(|| err!(Invalid, "internal: no engine {e}"))?;
-                sync.ordinal(set, w.agent, w.pos)
+                sync.ordinal(Some(table), w.pos)
             }
             // Every transfer of a queue counts.
             None => u64::from(w.pos),
@@ -130,8 +135,8 @@ pub(crate) fn assemble(
         let mut steps = Vec::new();
         for (reg, dep) in w.deps.iter().enumerate() {
             if let Some(id) = dep {
-                let set = w.agent.as_engine().and_then(|e| signal_sets.get(e.index()));
-                let step = sync.step(set, w.agent, usize::from(*id));
+                let table = w.agent.as_engine().and_then(|e| tables.get(e.index()));
+                let step = sync.step(table, w.agent, usize::from(*id));
                 if step != 0 {
                     steps.push((reg as u8, step));
                 }

@@ -177,38 +177,65 @@ impl Sync {
         sets
     }
 
-    /// The count of `agent`'s semaphore once its operation `pos` is done: for an engine,
-    /// its signals (`set`, canonical) at positions up to `pos`, every iteration counted.
-    pub(crate) fn ordinal(&self, set: &BTreeSet<u32>, agent: Agent, pos: u32) -> u64 {
-        if agent.as_engine().is_none() {
-            return u64::from(pos);
-        }
+    /// An engine's signals (`set`, canonical), each with the loops holding it (outermost
+    /// first), for [`Sync::ordinal`].
+    pub(crate) fn signal_table(&self, set: &BTreeSet<u32>, agent: Agent) -> SignalTable {
         let a = agent.index();
-        set.iter()
+        let rows = set
+            .iter()
             .map(|&q| {
-                let chain: Vec<&LoopInfo> = self.loops.iter().filter(|l| l.holds(a, q)).collect();
-                instances_upto(&chain, a, q, i64::from(pos))
+                let chain = (0..self.loops.len())
+                    .filter(|&i| self.loops.get(i).is_some_and(|l| l.holds(a, q)))
+                    .collect();
+                (q, chain)
+            })
+            .collect();
+        SignalTable { agent: a, rows }
+    }
+
+    /// The count of an agent's semaphore once its operation `pos` is done: a DMA queue's is
+    /// `pos`; an engine's counts its signals (`table`) at positions up to `pos`, every
+    /// iteration counted.
+    pub(crate) fn ordinal(&self, table: Option<&SignalTable>, pos: u32) -> u64 {
+        let Some(t) = table else {
+            return u64::from(pos);
+        };
+        let end = t.rows.partition_point(|(q, _)| *q <= pos);
+        t.rows
+            .get(..end)
+            .unwrap_or_default()
+            .iter()
+            .map(|(q, chain)| {
+                let chain: Vec<&LoopInfo> =
+                    chain.iter().filter_map(|&i| self.loops.get(i)).collect();
+                instances_upto(&chain, t.agent, *q, i64::from(pos))
             })
             .sum()
     }
 
     /// The step per iteration of loop `id` of a wait on `agent`: its operations per
-    /// iteration for a DMA queue, its signals per iteration for an engine.
-    pub(crate) fn step(&self, set: Option<&BTreeSet<u32>>, agent: Agent, id: usize) -> i64 {
+    /// iteration for a DMA queue, its signals per iteration (`table`) for an engine.
+    pub(crate) fn step(&self, table: Option<&SignalTable>, agent: Agent, id: usize) -> i64 {
         let Some(l) = self.loops.get(id) else {
             return 0;
         };
         let a = agent.index();
         let (first, s) = (l.start2[a], l.span[a]);
-        match set {
-            Some(set) if agent.as_engine().is_some() => {
-                let hi = self.ordinal(set, agent, first + s);
-                let lo = self.ordinal(set, agent, first);
+        match table {
+            Some(_) => {
+                let hi = self.ordinal(table, first + s);
+                let lo = self.ordinal(table, first);
                 hi as i64 - lo as i64
             }
-            _ => i64::from(s),
+            None => i64::from(s),
         }
     }
+}
+
+/// An engine's signals with the loops holding each ([`Sync::signal_table`]).
+pub(crate) struct SignalTable {
+    agent: usize,
+    rows: Vec<(u32, Vec<usize>)>,
 }
 
 /// How many instances of canonical position `q` (inside the loops of `chain`, outermost

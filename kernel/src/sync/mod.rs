@@ -34,6 +34,7 @@ use nrt_sim::engine::EngineId;
 
 pub(crate) use agent::{AGENTS, Agent, Clock, ENGINES};
 pub(crate) use log::{Access, MemKey, Rect};
+pub(crate) use loops::SignalTable;
 
 use agent::join;
 use log::Log;
