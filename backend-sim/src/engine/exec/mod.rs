@@ -55,7 +55,6 @@ pub use report::{
     Access, Actor, Counters, Event, EventKind, ExecOptions, ExecReport, Hazard, Notification, Track,
 };
 
-use super::dtype::DType;
 use super::isa::{DmaShift, EngineId, Instr, LOOP_REGS, MemKind, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::{LoopPlan, Program};
@@ -74,11 +73,14 @@ fn join(a: &mut VClock, b: &VClock) {
     }
 }
 
+/// A loaded stationary operand, `[k, m]` row-major binary32.
 struct Stationary {
     k: usize,
     m: usize,
-    dtype: DType,
     data: Vec<f32>,
+    /// `math::in_exact_window(&data)`, checked once at the load rather than at every
+    /// `MultiplyMoving` that reuses it.
+    exact: bool,
 }
 
 struct Pending {
