@@ -245,6 +245,11 @@ struct Executor<'a, 'e> {
     /// Reused buffers of the MultiplyMoving functional model (moving operand, product).
     mm_moving: Vec<f32>,
     mm_out: Vec<f32>,
+    /// What `mm_moving` holds, while it is valid: the moving access pattern, the generation
+    /// of its memory when it was read (`OnChip::generation`), the row stride, and whether it
+    /// lies in the fast path's exact window. Consecutive matmuls of one moving tile against
+    /// several stationaries reuse it.
+    mm_moving_key: Option<(super::isa::AccessPattern, u64, usize, bool)>,
     /// Reused operand buffers of the elementwise functional models.
     fbuf: [Vec<f32>; 2],
 }
@@ -382,6 +387,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         scratch: Vec::new(),
         mm_moving: Vec::new(),
         mm_out: Vec::new(),
+        mm_moving_key: None,
         fbuf: [Vec::new(), Vec::new()],
     };
     m.run();

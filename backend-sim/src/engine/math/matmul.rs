@@ -44,14 +44,16 @@ fn gemm_eligible(k: usize, m: usize, n: usize) -> bool {
 /// loaded: of a slice that contains `a[..k·m]` (every part of a slice in the window is in it,
 /// so a whole-load check holds for any `k` rows of it).
 ///
-/// `b`'s rows are `ldb ≥ n` elements apart (row `kk` is `b[kk·ldb..kk·ldb + n]`); the
-/// elements between rows must be zeros or other values in the window, as they are checked
-/// with it.
-#[allow(clippy::too_many_arguments)] // the GEMM's shape, operands and stride
+/// `b`'s rows are `ldb ≥ n` elements apart (row `kk` is `b[kk·ldb..kk·ldb + n]`), and
+/// `b_exact` is [`in_exact_window`] of a slice that contains its `k` rows (the engine checks
+/// each gathered moving tile once, padding zeros included, and reuses it while its memory is
+/// unchanged).
+#[allow(clippy::too_many_arguments)] // the GEMM's shape, operands, stride and window checks
 pub(crate) fn matmul_stationary(
     a: &[f32],
     a_exact: bool,
     b: &[f32],
+    b_exact: bool,
     ldb: usize,
     c: &mut [f32],
     k: usize,
@@ -66,7 +68,7 @@ pub(crate) fn matmul_stationary(
     };
     if gemm_eligible(k, m, n)
         && a_exact
-        && in_exact_window(b)
+        && b_exact
         && gemm_is_sequential()
         && gemm(a, b, ldb, c, k, m, n)
     {
@@ -249,7 +251,17 @@ mod tests {
 
     fn engine(a: &[f32], b: &[f32], k: usize, m: usize, n: usize) -> Vec<u32> {
         let mut c = vec![f32::from_bits(0xFFC0_0001); m * n]; // garbage: β = 0 must ignore it
-        matmul_stationary(a, in_exact_window(a), b, n, &mut c, k, m, n);
+        matmul_stationary(
+            a,
+            in_exact_window(a),
+            b,
+            in_exact_window(b),
+            n,
+            &mut c,
+            k,
+            m,
+            n,
+        );
         c.iter().map(|x| x.to_bits()).collect()
     }
 
@@ -333,7 +345,8 @@ mod tests {
                     .flat_map(|row| row.iter().copied().chain([0.0; 16]))
                     .collect();
                 let mut c = vec![f32::from_bits(0xFFC0_0001); m * n];
-                matmul_stationary(&a, in_exact_window(&a), &padded, ldb, &mut c, k, m, n);
+                let (ea, eb) = (in_exact_window(&a), in_exact_window(&padded));
+                matmul_stationary(&a, ea, &padded, eb, ldb, &mut c, k, m, n);
                 let got: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
                 assert_eq!(got, want, "{dtype} {k}x{m}x{n}");
             }
