@@ -662,3 +662,125 @@ fn memset_and_iota() {
         [0x7C00, 0x0000, 0xFC00, 0xFC00]
     );
 }
+
+/// Two `MultiplyMoving`s read the same moving access pattern; between them another engine
+/// overwrites that SBUF region (synchronised by semaphores). The second product must use the
+/// new bytes (the engine reuses a gathered moving tile only while its region is unwritten),
+/// and a write elsewhere in SBUF meanwhile changes nothing. Expected values: plain loops.
+#[test]
+fn matmul_moving_reuse_sees_writes_between_matmuls() {
+    let (k, m, n) = (8usize, 4usize, 64usize);
+    let x: Vec<f32> = (0..k * m).map(|i| (i % 7) as f32 - 3.0).collect(); // [k, m]
+    let y: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect(); // [k, n]
+    let mut b = ProgramBuilder::new("moving_reuse");
+    let tx = b.input("x", DType::F32, &[k as u64, m as u64]);
+    let ty = b.input("y", DType::F32, &[k as u64, n as u64]);
+    let to = b.output("out", DType::F32, &[2 * m as u64, n as u64]);
+    let [loaded, mm1, rewritten, mm2, evacuated, stored] = [(); 6].map(|_| b.sem().unwrap());
+    let mut loads = Vec::new();
+    for p in 0..k {
+        for (t, cols, off) in [(tx, m, X_OFF), (ty, n, Y_OFF)] {
+            loads.push(DmaDescriptor {
+                src: DmaEndpoint::Hbm {
+                    tensor: t,
+                    offset: (p * cols * 4) as u64,
+                },
+                dst: DmaEndpoint::Sbuf {
+                    partition: p as u8,
+                    offset: off,
+                },
+                len: (cols * 4) as u32,
+            });
+        }
+    }
+    b.dma_on(EngineId::Sync, 0, 0, &loads, loaded, 1);
+    let moving = ap(DType::F32, k, Y_OFF, n);
+    let mm = |bank: u32| Instr::MultiplyMoving {
+        moving,
+        dst: AccessPattern::psum(DType::F32, 0, m as u8, bank * 2048, n as u16),
+        accumulate: false,
+    };
+    b.wait(EngineId::Tensor, loaded, 1);
+    b.push(
+        EngineId::Tensor,
+        Instr::LoadStationary {
+            src: ap(DType::F32, k, X_OFF, m),
+        },
+    );
+    b.push(EngineId::Tensor, mm(0));
+    b.signal(EngineId::Tensor, mm1, 1);
+    // GpSimd: a write elsewhere, then the moving region's columns 10..30 set to 1.5.
+    b.wait(EngineId::GpSimd, mm1, 1);
+    b.push(
+        EngineId::GpSimd,
+        Instr::Memset {
+            out: ap(DType::F32, k, O_OFF + 4096, n),
+            bits: 2.0f32.to_bits(),
+        },
+    );
+    b.push(
+        EngineId::GpSimd,
+        Instr::Memset {
+            out: AccessPattern::sbuf(DType::F32, 0, k as u8, Y_OFF + 40, 20),
+            bits: 1.5f32.to_bits(),
+        },
+    );
+    b.signal(EngineId::GpSimd, rewritten, 1);
+    b.wait(EngineId::Tensor, rewritten, 1);
+    b.push(EngineId::Tensor, mm(1));
+    b.signal(EngineId::Tensor, mm2, 1);
+    b.wait(EngineId::Vector, mm2, 1);
+    for bank in 0..2u32 {
+        b.push(
+            EngineId::Vector,
+            Instr::TensorCopy {
+                src: AccessPattern::psum(DType::F32, 0, m as u8, bank * 2048, n as u16),
+                out: ap(DType::F32, m, O_OFF + bank * (n as u32) * 4, n),
+            },
+        );
+    }
+    b.signal(EngineId::Vector, evacuated, 1);
+    b.wait(EngineId::Sync, evacuated, 1);
+    let stores: Vec<DmaDescriptor> = (0..2 * m)
+        .map(|r| DmaDescriptor {
+            src: DmaEndpoint::Sbuf {
+                partition: (r % m) as u8,
+                offset: O_OFF + (r / m * n * 4) as u32,
+            },
+            dst: DmaEndpoint::Hbm {
+                tensor: to,
+                offset: (r * n * 4) as u64,
+            },
+            len: (n * 4) as u32,
+        })
+        .collect();
+    b.dma_on(EngineId::Sync, 0, 0, &stores, stored, 1);
+    let mut dev = Device::new(trn1());
+    let lp = dev.load(0, b.build().unwrap()).unwrap();
+    let (outs, report) = dev
+        .run(
+            &lp,
+            &[("x", &bytes_f32(&x)), ("y", &bytes_f32(&y))],
+            &ExecOptions::default(),
+        )
+        .unwrap();
+    assert!(report.hazards.is_empty(), "{:?}", report.hazards.first());
+    let got = words(&outs.iter().find(|(n, _)| n == "out").unwrap().1, 4);
+    let mut y2 = y.clone();
+    for row in y2.chunks_mut(n) {
+        row[10..30].fill(1.5);
+    }
+    let mut want = Vec::new();
+    for yy in [&y, &y2] {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0f32;
+                for kk in 0..k {
+                    acc += x[kk * m + i] * yy[kk * n + j];
+                }
+                want.push(acc.to_bits());
+            }
+        }
+    }
+    assert_eq!(got, want);
+}

@@ -17,7 +17,7 @@ use nrt_kernel::{AluOp, DType, Program};
 use nrt_sim::Instance;
 use nrt_sim::engine::{Device, ExecOptions, encode_f32, kernels};
 
-/// Build-time target of the 8192³ looped matmul.
+/// Build-time target of the 8192³ looped matmuls (hand-built and library).
 const LOOPED_TARGET: Duration = Duration::from_secs(1);
 /// Build-time target of each library kernel.
 const LIBRARY_TARGET: Duration = Duration::from_millis(100);
@@ -80,6 +80,21 @@ fn build_times(quick: bool, v: &mut Verdicts) {
         "`kernels::matmul_looped` 8192³ bf16 → fp32",
         LOOPED_TARGET,
         &|| kernels::matmul_looped(8192, 8192, 8192, DType::Bf16, DType::F32).unwrap(),
+    );
+    row(
+        "library matmul 8192³ bf16 → fp32 (`for_range` loops)",
+        LOOPED_TARGET,
+        &|| {
+            matmul::build(
+                8192,
+                8192,
+                8192,
+                DType::Bf16,
+                DType::F32,
+                &matmul::MatmulOpts::default(),
+            )
+            .unwrap()
+        },
     );
     let t = LIBRARY_TARGET;
     for (heads, causal) in [(1, false), (1, true), (8, false), (8, true)] {

@@ -18,6 +18,7 @@ use nrt_sim::engine::{
 use crate::alloc::Allocator;
 use crate::format::FormatUse;
 use crate::handle::{Memory, Placement, next_kernel_id};
+use crate::loops::node::Node;
 use crate::stream::{Item, assemble};
 use crate::sync::{Access, Agent, DmaChunk, MemKey, Rect, Sync};
 use crate::view::View;
@@ -52,7 +53,21 @@ pub struct Kernel {
     /// PSUM rectangles a matmul has started accumulating in (for `accumulate` inference).
     pub(crate) mm_started: Vec<Rect>,
     /// The program format the operations so far need.
-    format: FormatUse,
+    pub(crate) format: FormatUse,
+    /// While a loop body is probed (`loops/`): the operations recorded, innermost loop last.
+    pub(crate) capture: Vec<Vec<Node>>,
+    /// While loops are emitted: the DMA triggers chosen in each loop's iteration 1, recorded
+    /// and replayed in its template (`loops/emit.rs`).
+    pub(crate) triggers: Vec<Triggers>,
+}
+
+/// The DMA triggers of a loop's iteration 1: recorded, then replayed by its template so
+/// both trigger every transfer from the same engine.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Triggers {
+    pub(crate) list: Vec<EngineId>,
+    pub(crate) cursor: usize,
+    pub(crate) replay: bool,
 }
 
 impl Kernel {
@@ -72,6 +87,8 @@ impl Kernel {
             next_dma: 0,
             mm_started: Vec::new(),
             format: FormatUse::default(),
+            capture: Vec::new(),
+            triggers: Vec::new(),
         }
     }
 
@@ -119,17 +136,28 @@ impl Kernel {
                 accesses.push(Access::of_pattern(ap, *write));
             }
         }
+        if let Some(buf) = self.capture.last_mut() {
+            buf.push(Node::engine(op, e, instrs));
+            return Ok(());
+        }
         self.emit_engine(e, instrs, &accesses);
         Ok(())
     }
 
     /// Records an operation of engine `e`: its waits, its instructions, its end.
     fn emit_engine(&mut self, e: EngineId, instrs: &[Instr], accesses: &[Access]) {
+        let items = instrs.iter().copied().map(Item::Instr).collect();
+        self.emit_engine_items(e, items, accesses);
+    }
+
+    /// [`Kernel::emit_engine`] with the instructions as stream items (inside loops: with
+    /// their dynamic terms).
+    pub(crate) fn emit_engine_items(&mut self, e: EngineId, items: Vec<Item>, accesses: &[Access]) {
         let waits = self.sync.engine_op(e, accesses);
         let pos = self.sync.position(Agent::engine(e));
         if let Some(s) = self.streams.get_mut(e.index()) {
             s.extend(waits.into_iter().map(Item::Wait));
-            s.extend(instrs.iter().copied().map(Item::Instr));
+            s.extend(items);
             s.push(Item::OpEnd(pos));
         }
     }
@@ -157,19 +185,59 @@ impl Kernel {
             .format
             .check_dma(op, descs.iter().any(DmaDescriptor::is_block))?;
         self.format.commit(need);
-        let k = spread.clamp(1, DMA_ENGINES).min(descs.len());
-        let per = descs.len().div_ceil(k);
-        let groups: Vec<&[DmaDescriptor]> = descs.chunks(per).collect();
-        let chunks: Vec<DmaChunk> = groups
-            .iter()
+        if let Some(buf) = self.capture.last_mut() {
+            buf.push(Node::dma(op, trigger, descs, spread));
+            return Ok(());
+        }
+        let accesses = Kernel::dma_groups(descs, spread)
+            .into_iter()
+            .map(|g| self.dma_accesses(g))
+            .collect();
+        self.emit_dma_shifted(trigger, descs, spread, &[], accesses);
+        Ok(())
+    }
+
+    /// The groups of `descs` spread over up to `spread` DMA engines.
+    pub(crate) fn dma_groups(descs: &[DmaDescriptor], spread: usize) -> Vec<&[DmaDescriptor]> {
+        let k = spread.clamp(1, DMA_ENGINES).min(descs.len()).max(1);
+        let per = descs.len().div_ceil(k).max(1);
+        descs.chunks(per).collect()
+    }
+
+    /// Records a DMA operation's transfers (see [`Kernel::emit_dma`]): `shifts` are the
+    /// dynamic terms of its triggers inside loops, `accesses` the footprints of each group
+    /// ([`Kernel::dma_groups`]).
+    pub(crate) fn emit_dma_shifted(
+        &mut self,
+        trigger: Option<EngineId>,
+        descs: &[DmaDescriptor],
+        spread: usize,
+        shifts: &[(u8, i64, i64)],
+        accesses: Vec<Vec<Access>>,
+    ) {
+        let groups = Kernel::dma_groups(descs, spread);
+        let chunks: Vec<DmaChunk> = accesses
+            .into_iter()
             .enumerate()
-            .map(|(i, g)| DmaChunk {
+            .map(|(i, a)| DmaChunk {
                 dma: ((self.next_dma + i) % DMA_ENGINES) as u8,
-                accesses: self.dma_accesses(g),
+                accesses: a,
             })
             .collect();
         self.next_dma = (self.next_dma + groups.len()) % DMA_ENGINES;
-        let plan = self.sync.dma_plan(trigger, &chunks);
+        let forced = self
+            .triggers
+            .iter()
+            .find(|f| f.replay)
+            .and_then(|f| f.list.get(f.cursor).copied());
+        let plan = self.sync.dma_plan(forced.or(trigger), &chunks);
+        for f in &mut self.triggers {
+            if f.replay {
+                f.cursor += 1;
+            } else {
+                f.list.push(plan.trigger);
+            }
+        }
         let transfers = self.sync.dma_op(&plan, &chunks);
         let mut items: Vec<Item> = plan.waits.iter().copied().map(Item::Wait).collect();
         for (g, (queue, _)) in groups.iter().zip(transfers) {
@@ -179,12 +247,12 @@ impl Kernel {
                 queue,
                 first,
                 count: g.len() as u32,
+                shifts: shifts.to_vec(),
             });
         }
         if let Some(s) = self.streams.get_mut(plan.trigger.index()) {
             s.extend(items);
         }
-        Ok(())
     }
 
     /// Whether HBM tensor `tensor` is never written (an input or a constant): reading it
@@ -199,7 +267,7 @@ impl Kernel {
     /// The footprints of a group of descriptors: each end's region (`DmaEndpoint::region`,
     /// HBM offsets inside the tensor), grouped by memory and direction. HBM inputs and
     /// constants are never written, so reading them orders nothing and is not tracked.
-    fn dma_accesses(&self, descs: &[DmaDescriptor]) -> Vec<Access> {
+    pub(crate) fn dma_accesses(&self, descs: &[DmaDescriptor]) -> Vec<Access> {
         let mut by: Vec<((MemKey, bool), Vec<Rect>)> = Vec::new();
         for d in descs {
             for (ep, write) in [(d.src, false), (d.dst, true)] {

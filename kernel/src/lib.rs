@@ -39,6 +39,13 @@
 //!   plus the loop instructions' sequencer ticks (`kernel/tests/reroll.rs` measures −13 to
 //!   +59 ticks on the library kernels; docs/SIM_ISA.md, "Rerolling").
 //!   [`Kernel::build_unrolled`] builds without rerolling.
+//! * **Explicit loops scale.** Rerolling needs the whole recording, so build time grows with
+//!   the iteration space. [`Kernel::for_range`] (NKI's `affine_range`) records a loop body
+//!   once for all its iterations and emits it as a program loop (nested up to 4 deep): the
+//!   body's addresses may be affine in the index, nothing else may depend on it, and its
+//!   synchronisation is planned once for every iteration (zero hazards, the same outputs bit
+//!   for bit as the Rust-loop kernel). `library::matmul` uses it: 8192³ bf16 builds in
+//!   20–45 ms.
 //!
 //! * **A kernel library**: [`library`] builds complete kernels on these operations — tiled
 //!   matmul, transpose, row softmax, layernorm and rmsnorm, broadcasting element-wise binary
@@ -99,8 +106,9 @@
 //!
 //! `handle.rs` (memories, placements, view bases) → `view.rs` (views) → `layout.rs` (views to
 //! access patterns and DMA descriptors); `alloc.rs` (the tile allocator); `sync/` (agents and
-//! clocks, the access log, the wait planner); `stream.rs` (engine streams and their assembly
-//! into a program) → `kernel.rs` ([`Kernel`]) → `tensors.rs` ([`Tensor`]), `tiles.rs`
+//! clocks, the access log, the wait planner, loops); `stream.rs` (engine streams and their
+//! assembly into a program) → `kernel.rs` ([`Kernel`]) → `loops/` ([`Kernel::for_range`]:
+//! probing a body, comparing the probes, emitting the loop) → `tensors.rs` ([`Tensor`]), `tiles.rs`
 //! ([`Tile`], allocation) → `pool.rs` ([`TilePool`]), `ops/` (the operations) → `library/`
 //! (complete kernels: [`library::matmul`], [`library::softmax`], [`library::attention`],
 //! [`library::conv`], ...).
@@ -115,6 +123,7 @@ mod handle;
 mod kernel;
 mod layout;
 pub mod library;
+mod loops;
 mod ops;
 mod pool;
 mod stream;

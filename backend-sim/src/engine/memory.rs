@@ -39,7 +39,14 @@ pub struct OnChip {
     stride: usize,
     /// Per partition, one past the highest byte written since the last clear.
     high_water: Vec<usize>,
+    /// The last write's number (see [`OnChip::generation`]).
+    generation: u64,
+    /// Per partition, per [`GEN_CHUNK`] bytes: the number of the last write that touched them.
+    chunk_gen: Vec<u64>,
 }
+
+/// Granularity (bytes) of the per-region write numbers of [`OnChip::generation`].
+const GEN_CHUNK: usize = 1024;
 
 impl core::fmt::Debug for OnChip {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -59,6 +66,35 @@ impl OnChip {
             partition_bytes,
             stride,
             high_water: vec![0; partitions],
+            generation: 0,
+            chunk_gen: vec![0; partitions * partition_bytes.div_ceil(GEN_CHUNK)],
+        }
+    }
+
+    /// The number of the last write that may have changed `bytes` `[lo, hi)` of partitions
+    /// `[p0, p1)`; every `clear`, `write`, `copy_within` and `partition_mut` is numbered,
+    /// increasing. While it is unchanged the region holds the same bytes, so a value derived
+    /// from reading it can be reused. (Kept per partition per 1 KiB, so writes elsewhere, such
+    /// as the next tile's DMA, do not count.)
+    pub(crate) fn generation(&self, p0: usize, p1: usize, lo: usize, hi: usize) -> u64 {
+        let per = self.partition_bytes.div_ceil(GEN_CHUNK);
+        let (c0, c1) = (lo / GEN_CHUNK, hi.div_ceil(GEN_CHUNK).min(per));
+        let mut g = 0;
+        for p in p0..p1.min(self.partitions()) {
+            if let Some(cs) = self.chunk_gen.get(p * per + c0..p * per + c1.max(c0)) {
+                g = cs.iter().fold(g, |g, &c| g.max(c));
+            }
+        }
+        g
+    }
+
+    /// Numbers a write to `[lo, hi)` of partition `p` (all of it when `hi` is `usize::MAX`).
+    fn mark(&mut self, p: usize, lo: usize, hi: usize) {
+        self.generation += 1;
+        let per = self.partition_bytes.div_ceil(GEN_CHUNK);
+        let (c0, c1) = (lo / GEN_CHUNK, hi.div_ceil(GEN_CHUNK).min(per));
+        if let Some(cs) = self.chunk_gen.get_mut(p * per + c0..p * per + c1.max(c0)) {
+            cs.fill(self.generation);
         }
     }
 
@@ -84,6 +120,8 @@ impl OnChip {
 
     /// Zeroes everything written since the last clear.
     pub fn clear(&mut self) {
+        self.generation += 1;
+        self.chunk_gen.fill(self.generation);
         for (p, hw) in self.high_water.iter_mut().enumerate() {
             if *hw > 0 {
                 let base = p * self.stride;
@@ -110,6 +148,7 @@ impl OnChip {
         if offset.saturating_add(len) > self.partition_bytes {
             return &mut [];
         }
+        self.mark(p, offset, offset + len);
         if let Some(hw) = self.high_water.get_mut(p) {
             *hw = (*hw).max(offset + len);
         } else {
@@ -163,6 +202,7 @@ impl OnChip {
 
     /// The whole of partition `p`, mutable (the caller marks what it writes with `touch`).
     pub(crate) fn partition_mut(&mut self, p: usize) -> &mut [u8] {
+        self.mark(p, 0, usize::MAX);
         let base = p * self.stride;
         self.bytes
             .get_mut(base..base + self.partition_bytes)

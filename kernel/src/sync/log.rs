@@ -55,7 +55,7 @@ impl Rect {
         self.p0 <= o.p0 && o.p1 <= self.p1 && self.b0 <= o.b0 && o.b1 <= self.b1
     }
 
-    fn hull(&self, o: &Rect) -> Rect {
+    pub(crate) fn hull(&self, o: &Rect) -> Rect {
         Rect {
             p0: self.p0.min(o.p0),
             p1: self.p1.max(o.p1),
@@ -170,7 +170,14 @@ struct Index {
     slots: Vec<Option<Rec>>,
     free: Vec<u32>,
     buckets: Vec<Vec<u32>>,
+    /// Records spanning more than [`WIDE_BUCKETS`] buckets (a loop body's boxes over all
+    /// its iterations), kept apart and visited by every search instead of being filed in
+    /// every bucket they touch.
+    wide: Vec<u32>,
 }
+
+/// Buckets a record may span and still be filed in each.
+const WIDE_BUCKETS: usize = 64;
 
 impl Index {
     fn new(shift: u32) -> Index {
@@ -179,6 +186,7 @@ impl Index {
             slots: Vec::new(),
             free: Vec::new(),
             buckets: Vec::new(),
+            wide: Vec::new(),
         }
     }
 
@@ -215,6 +223,10 @@ impl Index {
                 (self.slots.len() - 1) as u32
             }
         };
+        if hi - lo > WIDE_BUCKETS {
+            self.wide.push(id);
+            return;
+        }
         if self.buckets.len() <= hi {
             self.buckets.resize_with(hi + 1, Vec::new);
         }
@@ -226,6 +238,11 @@ impl Index {
     /// Calls `f` once on every record that may overlap `r` or lie inside it (a superset:
     /// the records sharing a bucket with it), newest first within a bucket.
     fn visit(&self, r: &Rect, mut f: impl FnMut(&Rec)) {
+        for &id in self.wide.iter().rev() {
+            if let Some(Some(rec)) = self.slots.get(id as usize) {
+                f(rec);
+            }
+        }
         let Some((lo, hi)) = self.reach(r) else {
             return;
         };
@@ -244,6 +261,23 @@ impl Index {
     /// Removes the records inside `r`'s buckets for which `useless` holds; the caller's
     /// predicate holds only for records whose bounding box lies inside `r`.
     fn remove_if(&mut self, r: &Rect, useless: impl Fn(&Rec) -> bool) {
+        let Index {
+            slots, free, wide, ..
+        } = self;
+        wide.retain(|&id| {
+            let Some(slot) = slots.get_mut(id as usize) else {
+                return false;
+            };
+            match slot {
+                Some(rec) if useless(rec) => {
+                    *slot = None;
+                    free.push(id);
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            }
+        });
         let Some((lo, hi)) = self.reach(r) else {
             return;
         };
@@ -372,6 +406,18 @@ impl Log {
                 recs.writes.push(rec);
             } else {
                 recs.reads.push(rec);
+            }
+        }
+    }
+
+    /// Moves every record's position to `f(agent, pos)` (a loop's template records become
+    /// its last iteration's: `loops.rs`). Positions do not file records, so nothing moves.
+    pub(crate) fn move_positions(&mut self, f: impl Fn(Agent, u32) -> u32) {
+        for recs in self.mems.values_mut() {
+            for idx in [&mut recs.writes, &mut recs.reads] {
+                for rec in idx.slots.iter_mut().flatten() {
+                    rec.pos = f(rec.agent, rec.pos);
+                }
             }
         }
     }

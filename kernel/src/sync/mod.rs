@@ -24,6 +24,8 @@
 
 mod agent;
 mod log;
+mod loops;
+mod span;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -32,15 +34,31 @@ use nrt_sim::engine::EngineId;
 
 pub(crate) use agent::{AGENTS, Agent, Clock, ENGINES};
 pub(crate) use log::{Access, MemKey, Rect};
+pub(crate) use loops::SignalTable;
 
 use agent::join;
 use log::Log;
+use span::LoopInfo;
 
-/// A wait for operation `pos` of `agent`.
+/// A wait for operation `pos` of `agent`; inside loops, `deps[r]` names the loop (of
+/// iteration register `r`) whose iterations move the operation waited for (see `loops.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Wait {
     pub(crate) agent: Agent,
     pub(crate) pos: u32,
+    pub(crate) deps: [Option<u16>; nrt_sim::engine::LOOP_REGS],
+}
+
+impl Wait {
+    /// A wait outside loops.
+    #[cfg(test)]
+    pub(crate) fn plain(agent: Agent, pos: u32) -> Wait {
+        Wait {
+            agent,
+            pos,
+            deps: [None; nrt_sim::engine::LOOP_REGS],
+        }
+    }
 }
 
 /// The transfers of one DMA operation on one DMA engine, and what they access.
@@ -73,6 +91,10 @@ pub(crate) struct Sync {
     /// Per sequencer, the operations after which it signals its semaphore.
     signals: [BTreeSet<u32>; ENGINES],
     log: Log,
+    /// Every loop recorded so far (`loops.rs`).
+    loops: Vec<LoopInfo>,
+    /// The loops whose template is being recorded: (iteration register, loop).
+    active: Vec<(u8, usize)>,
 }
 
 impl Default for Sync {
@@ -84,6 +106,8 @@ impl Default for Sync {
             snaps: vec![Vec::new(); AGENTS],
             signals: Default::default(),
             log: Log::default(),
+            loops: Vec::new(),
+            active: Vec::new(),
         }
     }
 }
@@ -95,6 +119,7 @@ impl Sync {
     }
 
     /// Sequencer `e`'s positions followed by a signal, ascending.
+    #[cfg(test)]
     pub(crate) fn signals(&self, e: EngineId) -> &BTreeSet<u32> {
         &self.signals[e.index()]
     }
@@ -103,6 +128,9 @@ impl Sync {
     fn implies(&self, by: Agent, by_pos: u32, of: Agent, of_pos: u32) -> bool {
         if by == of {
             return by_pos >= of_pos;
+        }
+        if self.generic() {
+            return false;
         }
         self.snap(by, by_pos)
             .is_some_and(|s| s[of.index()] >= of_pos)
@@ -113,9 +141,14 @@ impl Sync {
         self.snaps.get(a.index())?.get(i).map(|c| &**c)
     }
 
-    /// What sequencer `e` knows, its own operations included.
+    /// What sequencer `e` knows, its own operations included (inside a loop template only
+    /// its own operations: see `loops.rs`).
     fn knowledge(&self, e: EngineId) -> Clock {
-        let mut k = *self.know[e.index()];
+        let mut k = if self.generic() {
+            [0; AGENTS]
+        } else {
+            *self.know[e.index()]
+        };
         k[Agent::engine(e).index()] = self.pos[Agent::engine(e).index()];
         k
     }
@@ -131,6 +164,7 @@ impl Sync {
             .map(|(i, (&n, _))| Wait {
                 agent: Agent::from_index(i),
                 pos: n,
+                deps: self.deps(Agent::from_index(i), n),
             })
             .collect();
         let mut dropped = vec![false; cands.len()];
@@ -164,7 +198,8 @@ impl Sync {
             *slot = (*slot).max(w.pos);
             self.know[e.index()] = Rc::new(k);
             if let Some(src) = w.agent.as_engine() {
-                self.signals[src.index()].insert(w.pos);
+                let q = self.canonical(w.agent, w.pos);
+                self.signals[src.index()].insert(q);
             }
         }
     }
@@ -208,8 +243,8 @@ impl Sync {
             // Transfers on one queue are ordered by it: no need on its own earlier accesses.
             n[q.index()] = 0;
             // `implies(q, prev, a, x)` for every agent, with the queue's snapshot looked up
-            // once (the queue's own slot is already 0).
-            if let Some(s) = self.snap(q, self.position(q)) {
+            // once (the queue's own slot is already 0); not inside a loop template.
+            if let Some(s) = self.snap(q, self.position(q)).filter(|_| !self.generic()) {
                 for (x, &known) in n.iter_mut().zip(s.iter()) {
                     if known >= *x {
                         *x = 0;
@@ -312,17 +347,11 @@ mod tests {
         let q = Agent::queue(0, EngineId::Sync);
         assert_eq!(t, vec![(q, 1)]);
         let w = s.engine_op(EngineId::Vector, &[sb(false, 0, 64), sb(true, 64, 128)]);
-        assert_eq!(w, vec![Wait { agent: q, pos: 1 }]);
+        assert_eq!(w, vec![Wait::plain(q, 1)]);
         // ScalarE reads what VectorE wrote and what the DMA wrote: waiting on VectorE implies
         // the DMA.
         let w = s.engine_op(EngineId::Scalar, &[sb(false, 0, 128), sb(true, 128, 192)]);
-        assert_eq!(
-            w,
-            vec![Wait {
-                agent: Agent::engine(EngineId::Vector),
-                pos: 1
-            }]
-        );
+        assert_eq!(w, vec![Wait::plain(Agent::engine(EngineId::Vector), 1)]);
         assert!(s.signals(EngineId::Vector).contains(&1));
         // VectorE again reads its own output and ScalarE's: one wait on ScalarE.
         let w = s.engine_op(EngineId::Vector, &[sb(false, 64, 192), sb(true, 192, 256)]);
@@ -340,12 +369,6 @@ mod tests {
         // no: it knows nothing yet) -> waits on VectorE 1 and ScalarE 1? ScalarE 1 read
         // [0, 128) and implies VectorE 1.
         let w = s.engine_op(EngineId::GpSimd, &[sb(true, 0, 64)]);
-        assert_eq!(
-            w,
-            vec![Wait {
-                agent: Agent::engine(EngineId::Scalar),
-                pos: 1
-            }]
-        );
+        assert_eq!(w, vec![Wait::plain(Agent::engine(EngineId::Scalar), 1)]);
     }
 }

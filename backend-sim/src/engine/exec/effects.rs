@@ -7,9 +7,8 @@ use std::rc::Rc;
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, Bias, Instr, Space};
-use crate::engine::math::{activation, matmul_kmajor};
+use crate::engine::math::{activation, in_exact_window, matmul_stationary};
 use crate::engine::memory::OnChip;
-use crate::engine::nan::canon;
 
 impl Executor<'_, '_> {
     pub(super) fn complete_seq_ops(&mut self) {
@@ -47,7 +46,7 @@ impl Executor<'_, '_> {
                 self.stationary = Some(Rc::new(Stationary {
                     k: usize::from(src.partitions),
                     m: src.free_elems() as usize,
-                    dtype: src.dtype,
+                    exact: in_exact_window(&data),
                     data,
                 }));
             }
@@ -58,8 +57,22 @@ impl Executor<'_, '_> {
             } => {
                 let Some(st) = p.stationary else { return };
                 let mut mv = std::mem::take(&mut self.mm_moving);
-                gather_f32(mem(sbuf, psum, moving.space), &moving, &mut mv);
                 let n = moving.free_elems() as usize;
+                let ld = moving_row_stride(n);
+                let src = mem(sbuf, psum, moving.space);
+                let (lo, hi) = moving.byte_range();
+                let p0 = usize::from(moving.start_partition);
+                let p1 = p0 + usize::from(moving.partitions);
+                let generation = src.generation(p0, p1, lo.max(0) as usize, hi.max(0) as usize);
+                let mv_exact = match self.mm_moving_key {
+                    Some((ap, g, l, exact)) if ap == moving && g == generation && l == ld => exact,
+                    _ => {
+                        gather_rows_f32(src, &moving, &mut mv, ld);
+                        let exact = in_exact_window(&mv);
+                        self.mm_moving_key = Some((moving, generation, ld, exact));
+                        exact
+                    }
+                };
                 let k = st.k.min(usize::from(moving.partitions));
                 // Every element of the product is written (β = 0), so the buffer is reused
                 // without clearing.
@@ -68,7 +81,7 @@ impl Executor<'_, '_> {
                     c.resize(st.m * n, 0.0);
                 }
                 let c_used = &mut c[..st.m * n];
-                matmul_kmajor(&st.data, &mv, c_used, k, st.m, n, st.dtype);
+                matmul_stationary(&st.data, st.exact, &mv, mv_exact, ld, c_used, k, st.m, n);
                 let off = dst.offset as usize;
                 for (row, p) in c_used
                     .chunks_exact(n)
@@ -76,10 +89,7 @@ impl Executor<'_, '_> {
                 {
                     let cell = psum.write(p, off, n * 4);
                     if accumulate {
-                        for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
-                            let nv = canon(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v);
-                            b.copy_from_slice(&nv.to_le_bytes());
-                        }
+                        accumulate_row(cell, row);
                     } else {
                         for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
                             b.copy_from_slice(&v.to_le_bytes());
@@ -210,6 +220,22 @@ impl Executor<'_, '_> {
     }
 }
 
+/// `cell[j] = canon(cell[j] + row[j])` over little-endian binary32 bytes: PSUM accumulation.
+/// The NaN test is on the bits (as in `nan::canon`) and written as a select, so the loop
+/// vectorises; the bits equal `canon`'s.
+fn accumulate_row(cell: &mut [u8], row: &[f32]) {
+    const NAN: u32 = crate::engine::CANONICAL_NAN.to_bits();
+    for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
+        let s = (f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v).to_bits();
+        let out = if s & 0x7FFF_FFFF > 0x7F80_0000 {
+            NAN
+        } else {
+            s
+        };
+        b.copy_from_slice(&out.to_le_bytes());
+    }
+}
+
 pub(super) fn all_int(d: &[DType]) -> bool {
     d.iter().all(|&x| x == DType::I32)
 }
@@ -228,15 +254,30 @@ pub(super) fn mem_mut<'m>(sbuf: &'m mut OnChip, psum: &'m mut OnChip, s: Space) 
     }
 }
 
+/// The row stride (in elements) the moving operand of `n` columns is gathered with: `n`, or
+/// `n + 16` when `n` is a multiple of 64. A stride of a multiple of 256 bytes puts the GEMM's
+/// reads of one column panel down the k rows into few L1 cache sets (4 KiB aliasing); 64 more
+/// bytes spread them (measured: 85 → 90 GFLOP/s for 128 × 128 × 512 on an AVX2 machine).
+fn moving_row_stride(n: usize) -> usize {
+    if n % 64 == 0 { n + 16 } else { n }
+}
+
 /// Reads `ap` as binary32, `[partitions, free]` row-major, into `out` (an element whose bytes
 /// lie outside the partition reads as 0). `out`'s previous contents are overwritten, not
 /// cleared first.
 pub(super) fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
+    gather_rows_f32(m, ap, out, ap.free_elems() as usize);
+}
+
+/// [`gather_f32`] with each partition's row `ld ≥ free` elements apart in `out`; the `ld −
+/// free` elements after each row are zeros.
+fn gather_rows_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>, ld: usize) {
     let f = ap.free_elems() as usize;
+    let ld = ld.max(f);
     let parts = usize::from(ap.partitions);
     // Rows are appended, a contiguous row straight from its bytes (no zero fill first).
     out.clear();
-    out.reserve(parts * f);
+    out.reserve(parts * ld);
     let es = ap.dtype.size();
     let dt = ap.dtype;
     let contiguous = ap.is_contiguous();
@@ -259,10 +300,10 @@ pub(super) fn gather_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>) {
                     out.extend(src.chunks_exact(es).map(|c| load_f32(dt, c)));
                 }
             }
-            out.resize(start + f, 0.0);
+            out.resize(start + ld, 0.0);
         } else {
-            out.resize(start + f, 0.0);
-            if let Some(row) = out.get_mut(start..) {
+            out.resize(start + ld, 0.0);
+            if let Some(row) = out.get_mut(start..start + f) {
                 ap.for_each_offset(|i, o| {
                     if let (Some(dst), Some(src)) = (row.get_mut(i), part.get(o..o + es)) {
                         *dst = load_f32(dt, src);

@@ -55,7 +55,6 @@ pub use report::{
     Access, Actor, Counters, Event, EventKind, ExecOptions, ExecReport, Hazard, Notification, Track,
 };
 
-use super::dtype::DType;
 use super::isa::{DmaShift, EngineId, Instr, LOOP_REGS, MemKind, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::{LoopPlan, Program};
@@ -74,11 +73,14 @@ fn join(a: &mut VClock, b: &VClock) {
     }
 }
 
+/// A loaded stationary operand, `[k, m]` row-major binary32.
 struct Stationary {
     k: usize,
     m: usize,
-    dtype: DType,
     data: Vec<f32>,
+    /// `math::in_exact_window(&data)`, checked once at the load rather than at every
+    /// `MultiplyMoving` that reuses it.
+    exact: bool,
 }
 
 struct Pending {
@@ -243,6 +245,11 @@ struct Executor<'a, 'e> {
     /// Reused buffers of the MultiplyMoving functional model (moving operand, product).
     mm_moving: Vec<f32>,
     mm_out: Vec<f32>,
+    /// What `mm_moving` holds, while it is valid: the moving access pattern, the generation
+    /// of its memory when it was read (`OnChip::generation`), the row stride, and whether it
+    /// lies in the fast path's exact window. Consecutive matmuls of one moving tile against
+    /// several stationaries reuse it.
+    mm_moving_key: Option<(super::isa::AccessPattern, u64, usize, bool)>,
     /// Reused operand buffers of the elementwise functional models.
     fbuf: [Vec<f32>; 2],
 }
@@ -380,6 +387,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         scratch: Vec::new(),
         mm_moving: Vec::new(),
         mm_out: Vec::new(),
+        mm_moving_key: None,
         fbuf: [Vec::new(), Vec::new()],
     };
     m.run();

@@ -264,8 +264,9 @@ impl Instr {
         }
     }
 
-    /// Access-pattern operand `k` in encoding order, mutable.
-    pub(crate) fn pattern_mut(&mut self, k: u8) -> Option<&mut AccessPattern> {
+    /// Access-pattern operand `k` in encoding order (the operand [`TermSlot::Offset`]`(k)` and
+    /// [`TermSlot::Partition`]`(k)` name), mutable.
+    pub fn pattern_mut(&mut self, k: u8) -> Option<&mut AccessPattern> {
         self.pattern_slots()
             .into_iter()
             .flatten()
