@@ -4,8 +4,11 @@
 //! installs). Plain data with no reference to the rest of the library, so the driver wrapper can
 //! call it.
 
-use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use hashbrown::HashMap;
 
 use nrt_core::NrtStatus;
 use nrt_core::driver::ExecRequest;
@@ -13,17 +16,39 @@ use nrt_core::driver::ExecRequest;
 /// A device location: device, buffer address + offset.
 pub(crate) type Key = (u32, u64);
 
-/// Completion counts by device location, and a condition variable signalled on each change.
+/// Completion counts by device location, and a condition variable signalled on a change while
+/// someone waits.
 pub(crate) struct Counters {
     map: Mutex<HashMap<Key, u64>>,
-    /// Notified after every count.
-    pub(crate) changed: Condvar,
+    /// Notified after a count while `waiters` is non-zero.
+    changed: Condvar,
+    /// Threads inside [`Counters::wait_timeout`]. An execution notifies only when there are
+    /// some, so the common case (nobody waiting) makes no `futex` system call.
+    waiters: AtomicUsize,
 }
 
 impl Counters {
     /// The counts, locked.
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<Key, u64>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits (for at most `timeout`) for the next count, with the counts locked as `guard`.
+    /// The waiter is registered under the lock, before it releases it to wait, so a count made
+    /// after the caller last looked at the map (under the same lock) sees it and notifies.
+    pub(crate) fn wait_timeout<'a>(
+        &'a self,
+        guard: MutexGuard<'a, HashMap<Key, u64>>,
+        timeout: Duration,
+    ) -> MutexGuard<'a, HashMap<Key, u64>> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let guard = self
+            .changed
+            .wait_timeout(guard, timeout)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        guard
     }
 }
 
@@ -33,6 +58,7 @@ pub(crate) fn counters() -> &'static Counters {
     C.get_or_init(|| Counters {
         map: Mutex::new(HashMap::new()),
         changed: Condvar::new(),
+        waiters: AtomicUsize::new(0),
     })
 }
 
@@ -64,7 +90,11 @@ pub(crate) fn submitted(request: &ExecRequest<'_>, failure: Option<NrtStatus>) {
                 *n = n.wrapping_add(1);
             }
             drop(m);
-            c.changed.notify_all();
+            // A waiter registers under the lock before waiting: if it looked at the map
+            // before this count, the unlock above orders its registration before this load.
+            if c.waiters.load(Ordering::SeqCst) > 0 {
+                c.changed.notify_all();
+            }
         }
         Some(status) => {
             if let (Some(hook), Some(first)) = (FAILURE_HOOK.get(), request.subgraphs.first()) {

@@ -42,10 +42,19 @@ type Rt = Runtime<&'static SwitchDriver, CHost>;
 
 static DRIVER: SwitchDriver = SwitchDriver::new();
 
+/// The process's runtime (created on first use).
+static RT: OnceLock<Rt> = OnceLock::new();
+
 #[inline]
 fn rt() -> &'static Rt {
-    static RT: OnceLock<Rt> = OnceLock::new();
     RT.get_or_init(|| Runtime::with_host(&DRIVER, CHost::new()))
+}
+
+/// The runtime if it was created: the hot paths' form, which never runs the initialisation
+/// (so their fast path has no call that could unwind); `None` sends them to their full path.
+#[inline(always)]
+fn rt_if_created() -> Option<&'static Rt> {
+    RT.get()
 }
 
 /// Makes records of the `log` facade (warnings and errors, such as the driver's

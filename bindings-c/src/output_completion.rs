@@ -16,7 +16,6 @@ use crate::rt;
 use nrt_core::Error;
 
 use std::ffi::c_void;
-use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use nrt_core::err;
@@ -89,11 +88,7 @@ pub(crate) extern "C" fn nrt_tensor_check_output_completion(
                     UNBOUNDED_WARNING
                 }
             };
-            m = c
-                .changed
-                .wait_timeout(m, wait.min(Duration::from_millis(100)))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            m = c.wait_timeout(m, wait.min(Duration::from_millis(100)));
         }
     })
 }

@@ -425,6 +425,24 @@ impl<T> Registry<T> {
         None
     }
 
+    /// Whether `handle` names a LIVE value at the moment of the call: two loads, no reference
+    /// taken, nothing written. The value may be erased right after, so this answers only
+    /// questions that do not read the value (the C library's `nrt_get_model_nc_count`, whose
+    /// answer is the session's logical-core size once the model exists). Stale and forged
+    /// handles are not live.
+    #[inline]
+    pub fn is_live(&self, handle: Handle) -> bool {
+        let index = handle.slot as usize;
+        let Some(chunk) = self.chunk(index) else {
+            return false;
+        };
+        let local = index & ((1 << self.chunk_shift) - 1);
+        chunk.slots.get(local).is_some_and(|slot| {
+            slot.state.load(Ordering::Acquire) == LIVE
+                && slot.id.load(Ordering::Relaxed) == handle.id
+        })
+    }
+
     /// Handles of every LIVE value (a snapshot).
     pub fn live_handles(&self) -> Vec<Handle> {
         self.chunk_list()

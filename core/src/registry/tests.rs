@@ -84,9 +84,29 @@ fn stale_and_forged_handles_miss() {
     ];
     for f in forged {
         assert!(r.resolve(f, ReaderId::shared(3)).is_none(), "{f:?}");
+        assert!(!r.is_live(f), "{f:?}");
     }
+    assert!(r.is_live(h));
     assert_eq!(Handle::from_raw(h.to_raw()), h);
     assert_eq!(r.references(0), 0, "misses leave no reference behind");
+}
+
+#[test]
+fn is_live_follows_insert_erase_and_reuse() {
+    let r = Registry::new(1);
+    let h = r.insert(1u8).unwrap();
+    assert!(r.is_live(h));
+    let g = r.resolve(h, ReaderId::shared(0)).unwrap();
+    let erased = g.erase().ok().unwrap();
+    // Erased: no longer live, although the value is not drained yet.
+    assert!(!r.is_live(h));
+    assert_eq!(erased.wait(|_| {}).take(), 1);
+    assert!(!r.is_live(h));
+    // The slot reused under a new id: the old handle stays dead, the new one is live.
+    let h2 = r.insert(2u8).unwrap();
+    assert_eq!(h2.slot(), h.slot());
+    assert!(!r.is_live(h));
+    assert!(r.is_live(h2));
 }
 
 #[test]

@@ -276,7 +276,10 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         if !self.is_ready() {
             return None;
         }
-        let _m = self.models.resolve(h, self.host.platform().reader_id())?;
-        Some(self.published.topology().lnc_size())
+        // The answer reads nothing of the model, so no reference is taken: the model is
+        // checked live at one instant (`Registry::is_live`), and the count is the session's.
+        self.models
+            .is_live(h)
+            .then(|| self.published.topology().lnc_size())
     }
 }
