@@ -159,6 +159,10 @@ pub struct Registry<T> {
     /// One pointer per chunk, NULL until the chunk is allocated; never shrinks, and a chunk,
     /// once published, stays at its address until the registry drops.
     chunks: Box<[AtomicPtr<Chunk<T>>]>,
+    /// One pointer per chunk to its first slot, stored by the thread that published the chunk
+    /// right after publishing it: [`Registry::is_live`]'s way to a slot, one dependent load
+    /// shorter than through the chunk. NULL until stored; lookups then go through `chunks`.
+    slot_ptrs: Box<[AtomicPtr<Slot<T>>]>,
     /// Slots per chunk, as a power of two.
     chunk_shift: u32,
     /// Upper bound on the number of slots.
@@ -250,6 +254,10 @@ impl<T> Registry<T> {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
+            slot_ptrs: (0..n_chunks)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
             chunk_shift,
             capacity,
             lines_per_row: (chunk_slots as usize).div_ceil(LANES),
@@ -278,6 +286,7 @@ impl<T> Registry<T> {
     pub fn footprint_bytes(&self) -> usize {
         core::mem::size_of::<Self>()
             + core::mem::size_of_val(&*self.chunks)
+            + core::mem::size_of_val(&*self.slot_ptrs)
             + self.chunk_list().map(|(_, c)| c.bytes()).sum::<usize>()
     }
 
@@ -315,8 +324,14 @@ impl<T> Registry<T> {
             self.lines_per_row,
         )));
         match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
-            // SAFETY: we just published our own allocation; it lives until `Drop`.
-            Ok(_) => unsafe { fresh.as_ref() },
+            Ok(_) => {
+                // SAFETY: we just published our own allocation; it lives until `Drop`.
+                let chunk = unsafe { fresh.as_ref() }?;
+                if let Some(shortcut) = self.slot_ptrs.get(i) {
+                    shortcut.store(chunk.slots.as_ptr().cast_mut(), Ordering::Release);
+                }
+                Some(chunk)
+            }
             Err(winner) => {
                 // SAFETY: `fresh` was never published: we still own it.
                 drop(unsafe { Box::from_raw(fresh) });
@@ -432,15 +447,28 @@ impl<T> Registry<T> {
     /// handles are not live.
     #[inline]
     pub fn is_live(&self, handle: Handle) -> bool {
-        let index = handle.slot as usize;
-        let Some(chunk) = self.chunk(index) else {
-            return false;
-        };
-        let local = index & ((1 << self.chunk_shift) - 1);
-        chunk.slots.get(local).is_some_and(|slot| {
+        self.slot(handle.slot as usize).is_some_and(|slot| {
             slot.state.load(Ordering::Acquire) == LIVE
                 && slot.id.load(Ordering::Relaxed) == handle.id
         })
+    }
+
+    /// Slot `index`, if its chunk is allocated: through the chunk's slot pointer when it is
+    /// stored, else through the chunk.
+    #[inline]
+    fn slot(&self, index: usize) -> Option<&Slot<T>> {
+        let local = index & ((1 << self.chunk_shift) - 1);
+        let first = self
+            .slot_ptrs
+            .get(index >> self.chunk_shift)?
+            .load(Ordering::Acquire);
+        if !first.is_null() {
+            // SAFETY: a non-NULL entry points to the first of the `1 << chunk_shift` slots of
+            // a chunk that was published before it was stored (Release, read Acquire) and is
+            // freed only by `Drop` (`&mut self`); `local` is below `1 << chunk_shift`.
+            return Some(unsafe { &*first.add(local) });
+        }
+        self.chunk(index)?.slots.get(local)
     }
 
     /// Handles of every LIVE value (a snapshot).
