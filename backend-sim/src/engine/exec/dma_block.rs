@@ -13,29 +13,46 @@ impl Executor<'_, '_> {
     pub(super) fn copy_block(&mut self, src: &DmaBlock, dst: &DmaBlock) {
         let mut from = std::mem::take(&mut self.scratch);
         self.read_block(src, &mut from);
-        let (rows, cols) = src.logical_shape();
-        let (ses, des) = (src.dtype.size(), dst.dtype.size());
-        let mut to = vec![0u8; dst.bytes() as usize];
         let same = src.dtype == dst.dtype;
-        for r in 0..rows as usize {
-            for c in 0..cols as usize {
-                let (sr, sc) = if src.transposed { (c, r) } else { (r, c) };
-                let (dr, dc) = if dst.transposed { (c, r) } else { (r, c) };
-                let so = (sr * src.cols as usize + sc) * ses;
-                let dof = (dr * dst.cols as usize + dc) * des;
-                let (Some(s), Some(d)) = (from.get(so..so + ses), to.get_mut(dof..dof + des))
-                else {
-                    continue;
-                };
-                if same {
-                    d.copy_from_slice(s);
-                } else {
-                    store_f32(dst.dtype, load_f32(src.dtype, s), d);
-                }
+        if same && src.transposed == dst.transposed && (src.rows, src.cols) == (dst.rows, dst.cols)
+        {
+            // The same layout on both sides: the bytes as read.
+            self.write_block(dst, &from);
+            self.scratch = from;
+            return;
+        }
+        let mut to = std::mem::take(&mut self.block_out);
+        to.clear();
+        to.resize(dst.bytes() as usize, 0);
+        let shape = Placement {
+            logical: src.logical_shape(),
+            src_cols: src.cols as usize,
+            dst_cols: dst.cols as usize,
+            src_t: src.transposed,
+            dst_t: dst.transposed,
+        };
+        match (same, src.dtype.size()) {
+            (true, 2) => shape.place::<2>(&from, &mut to),
+            (true, 4) => shape.place::<4>(&from, &mut to),
+            (true, 1) => shape.place::<1>(&from, &mut to),
+            _ => {
+                let (ses, des) = (src.dtype.size(), dst.dtype.size());
+                shape.for_each(|so, dof| {
+                    let (so, dof) = (so * ses, dof * des);
+                    if let (Some(s), Some(d)) = (from.get(so..so + ses), to.get_mut(dof..dof + des))
+                    {
+                        if same {
+                            d.copy_from_slice(s);
+                        } else {
+                            store_f32(dst.dtype, load_f32(src.dtype, s), d);
+                        }
+                    }
+                });
             }
         }
         self.write_block(dst, &to);
         self.scratch = from;
+        self.block_out = to;
     }
 
     /// The block's bytes, row after row (rows out of range read as zeros).
@@ -90,5 +107,42 @@ impl Executor<'_, '_> {
                 }
             }
         }
+    }
+}
+
+/// Where each element of a block transfer goes: the logical `[R, C]` shape, each side's row
+/// length (elements) and whether it holds the matrix transposed.
+struct Placement {
+    logical: (u32, u32),
+    src_cols: usize,
+    dst_cols: usize,
+    src_t: bool,
+    dst_t: bool,
+}
+
+impl Placement {
+    /// Calls `f(source element index, destination element index)` for every element of the
+    /// logical matrix, row by row.
+    #[inline]
+    fn for_each(&self, mut f: impl FnMut(usize, usize)) {
+        let (rows, cols) = (self.logical.0 as usize, self.logical.1 as usize);
+        for r in 0..rows {
+            for c in 0..cols {
+                let (sr, sc) = if self.src_t { (c, r) } else { (r, c) };
+                let (dr, dc) = if self.dst_t { (c, r) } else { (r, c) };
+                f(sr * self.src_cols + sc, dr * self.dst_cols + dc);
+            }
+        }
+    }
+
+    /// Places `N`-byte elements of one type, bit for bit (elements outside either buffer are
+    /// skipped).
+    fn place<const N: usize>(&self, from: &[u8], to: &mut [u8]) {
+        self.for_each(|so, dof| {
+            let (so, dof) = (so * N, dof * N);
+            if let (Some(s), Some(d)) = (from.get(so..so + N), to.get_mut(dof..dof + N)) {
+                d.copy_from_slice(s);
+            }
+        });
     }
 }
