@@ -146,3 +146,74 @@ impl Placement {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::Placement;
+
+    /// The placement of element `(r, c)` of a logical `[rows, cols]` matrix, written out.
+    fn reference(p: &Placement, from: &[u8], n: usize, out_len: usize) -> Vec<u8> {
+        let mut to = vec![0u8; out_len];
+        for r in 0..p.logical.0 as usize {
+            for c in 0..p.logical.1 as usize {
+                let so = if p.src_t {
+                    c * p.src_cols + r
+                } else {
+                    r * p.src_cols + c
+                };
+                let dof = if p.dst_t {
+                    c * p.dst_cols + r
+                } else {
+                    r * p.dst_cols + c
+                };
+                for b in 0..n {
+                    if let (Some(&s), Some(d)) = (from.get(so * n + b), to.get_mut(dof * n + b)) {
+                        *d = s;
+                    }
+                }
+            }
+        }
+        to
+    }
+
+    #[test]
+    fn typed_placement_matches_the_element_rule() {
+        // [3, 5] logical: every combination of transposed sides, 2- and 4-byte elements.
+        for (src_t, dst_t) in [(false, false), (true, false), (false, true), (true, true)] {
+            let p = Placement {
+                logical: (3, 5),
+                src_cols: if src_t { 3 } else { 5 },
+                dst_cols: if dst_t { 3 } else { 5 },
+                src_t,
+                dst_t,
+            };
+            for n in [2usize, 4] {
+                let from: Vec<u8> = (0..15 * n).map(|i| (i * 7 + 1) as u8).collect();
+                let mut to = vec![0u8; 15 * n];
+                if n == 2 {
+                    p.place::<2>(&from, &mut to);
+                } else {
+                    p.place::<4>(&from, &mut to);
+                }
+                assert_eq!(to, reference(&p, &from, n, 15 * n), "{src_t} {dst_t} {n}");
+            }
+        }
+        // A transpose moves element (r, c) to (c, r): [[1, 2, 3], [4, 5, 6]] → [[1, 4], [2, 5],
+        // [3, 6]] (one-byte elements).
+        let p = Placement {
+            logical: (2, 3),
+            src_cols: 3,
+            dst_cols: 2,
+            src_t: false,
+            dst_t: true,
+        };
+        let mut to = [0u8; 6];
+        p.place::<1>(&[1, 2, 3, 4, 5, 6], &mut to);
+        assert_eq!(to, [1, 4, 2, 5, 3, 6]);
+        // A short destination: elements past its end are skipped, the rest placed.
+        let mut short = [0u8; 4];
+        p.place::<1>(&[1, 2, 3, 4, 5, 6], &mut short);
+        assert_eq!(short, [1, 4, 2, 5]);
+    }
+}
