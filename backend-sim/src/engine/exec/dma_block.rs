@@ -138,6 +138,43 @@ impl Placement {
     /// Places `N`-byte elements of one type, bit for bit (elements outside either buffer are
     /// skipped).
     fn place<const N: usize>(&self, from: &[u8], to: &mut [u8]) {
+        let (rows, cols) = (self.logical.0 as usize, self.logical.1 as usize);
+        // A transpose on one side: one side's rows are whole and contiguous, the other side's
+        // elements `cols · N` bytes apart (row `r`'s column `c` ↔ column `r`'s row `c`).
+        let strided = self.src_cols > 0 && self.dst_cols > 0;
+        let whole = match (self.src_t, self.dst_t) {
+            _ if !strided => false,
+            (true, false) => (0..rows).all(|r| {
+                let row = to.get_mut(r * self.dst_cols * N..(r * self.dst_cols + cols) * N);
+                let (Some(row), Some(col)) = (row, from.get(r * N..)) else {
+                    return false;
+                };
+                for (d, s) in row.chunks_exact_mut(N).zip(col.chunks(self.src_cols * N)) {
+                    if let Some(s) = s.get(..N) {
+                        d.copy_from_slice(s);
+                    }
+                }
+                true
+            }),
+            (false, true) => (0..rows).all(|r| {
+                let row = from.get(r * self.src_cols * N..(r * self.src_cols + cols) * N);
+                let (Some(row), Some(col)) = (row, to.get_mut(r * N..)) else {
+                    return false;
+                };
+                for (s, d) in row.chunks_exact(N).zip(col.chunks_mut(self.dst_cols * N)) {
+                    if let Some(d) = d.get_mut(..N) {
+                        d.copy_from_slice(s);
+                    }
+                }
+                true
+            }),
+            _ => false,
+        };
+        if whole {
+            return;
+        }
+        // The general case (and a buffer too short for a whole row: element by element, the
+        // rows already placed getting the same bytes again).
         self.for_each(|so, dof| {
             let (so, dof) = (so * N, dof * N);
             if let (Some(s), Some(d)) = (from.get(so..so + N), to.get_mut(dof..dof + N)) {
