@@ -17,6 +17,11 @@ impl Executor<'_, '_> {
             if s.halted {
                 return false;
             }
+            if let Some((sem, v)) = s.sem_block {
+                if self.sems[usize::from(sem)] == v {
+                    return false;
+                }
+            }
             (s.engine, s.pc)
         };
         let program = self.env.program;
@@ -67,8 +72,10 @@ impl Executor<'_, '_> {
                     if self.seqs[i].wait == Wait::None {
                         self.seqs[i].wait = Wait::Sem { since: t, sem };
                     }
+                    self.seqs[i].sem_block = Some((sem, v));
                     return false;
                 }
+                self.seqs[i].sem_block = None;
                 join(&mut self.seqs[i].clock, &self.sem_clocks[usize::from(sem)]);
                 self.end_wait(i, pc);
                 self.retire_control(i, pc, ins.name());

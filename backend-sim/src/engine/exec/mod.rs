@@ -112,6 +112,10 @@ struct Seq {
     clock: VClock,
     /// Iteration registers (format 1.1 loops).
     regs: [u32; LOOP_REGS],
+    /// The semaphore and its value when the `SemWait` at `pc` last failed: while the value is
+    /// the same, trying it again would fail the same way (the instance, its checks and the
+    /// sequencer's free units cannot change while it waits), so the issue pass skips it.
+    sem_block: Option<(u8, u32)>,
 }
 
 struct Transfer {
@@ -242,6 +246,8 @@ struct Executor<'a, 'e> {
     prune_at: usize,
     report: ExecReport,
     scratch: Vec<u8>,
+    /// The reused destination buffer of a block descriptor's copy.
+    block_out: Vec<u8>,
     /// Reused buffers of the MultiplyMoving functional model (moving operand, product).
     mm_moving: Vec<f32>,
     mm_out: Vec<f32>,
@@ -304,6 +310,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
                 last_write: None,
                 clock,
                 regs: [0; LOOP_REGS],
+                sem_block: None,
             }
         })
         .collect();
@@ -385,6 +392,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             semaphores: Vec::new(),
         },
         scratch: Vec::new(),
+        block_out: Vec::new(),
         mm_moving: Vec::new(),
         mm_out: Vec::new(),
         mm_moving_key: None,
