@@ -132,7 +132,7 @@ macro_rules! model_count_fn {
             /// The full path: reports why the call fails (kept out of the hot function).
             #[cold]
             #[inline(never)]
-            fn full(model: *const c_void, count: *mut u32) -> u32 {
+            extern "C" fn full(model: *const c_void, count: *mut u32) -> u32 {
                 api!($label, {
                     rt().guard()?;
                     let p = out(count, "count")?;

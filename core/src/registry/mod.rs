@@ -163,6 +163,10 @@ pub struct Registry<T> {
     /// right after publishing it: [`Registry::is_live`]'s way to a slot, one dependent load
     /// shorter than through the chunk. NULL until stored; lookups then go through `chunks`.
     slot_ptrs: Box<[AtomicPtr<Slot<T>>]>,
+    /// `slot_ptrs[0]` again, inside the registry itself: most processes hold fewer values than
+    /// a chunk, and reaching the first chunk's slots then takes one load from the registry
+    /// rather than two.
+    first_slots: AtomicPtr<Slot<T>>,
     /// Slots per chunk, as a power of two.
     chunk_shift: u32,
     /// Upper bound on the number of slots.
@@ -258,6 +262,7 @@ impl<T> Registry<T> {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
+            first_slots: AtomicPtr::new(ptr::null_mut()),
             chunk_shift,
             capacity,
             lines_per_row: (chunk_slots as usize).div_ceil(LANES),
@@ -327,8 +332,12 @@ impl<T> Registry<T> {
             Ok(_) => {
                 // SAFETY: we just published our own allocation; it lives until `Drop`.
                 let chunk = unsafe { fresh.as_ref() }?;
+                let first = chunk.slots.as_ptr().cast_mut();
                 if let Some(shortcut) = self.slot_ptrs.get(i) {
-                    shortcut.store(chunk.slots.as_ptr().cast_mut(), Ordering::Release);
+                    shortcut.store(first, Ordering::Release);
+                }
+                if i == 0 {
+                    self.first_slots.store(first, Ordering::Release);
                 }
                 Some(chunk)
             }
@@ -458,10 +467,12 @@ impl<T> Registry<T> {
     #[inline]
     fn slot(&self, index: usize) -> Option<&Slot<T>> {
         let local = index & ((1 << self.chunk_shift) - 1);
-        let first = self
-            .slot_ptrs
-            .get(index >> self.chunk_shift)?
-            .load(Ordering::Acquire);
+        let chunk = index >> self.chunk_shift;
+        let first = if chunk == 0 {
+            self.first_slots.load(Ordering::Acquire)
+        } else {
+            self.slot_ptrs.get(chunk)?.load(Ordering::Acquire)
+        };
         if !first.is_null() {
             // SAFETY: a non-NULL entry points to the first of the `1 << chunk_shift` slots of
             // a chunk that was published before it was stored (Release, read Acquire) and is
