@@ -122,7 +122,8 @@ macro_rules! model_count_fn {
         pub unsafe extern "C" fn $name(model: *const c_void, count: *mut u32) -> u32 {
             // One guard and one resolution, nothing built on success; any failure is reported
             // by the full path below.
-            if !model.is_null() && !count.is_null() {
+            // (A NULL model is handle 0, which no model has: it fails the lookup.)
+            if !count.is_null() {
                 if let Some(n) = crate::fast_path(|| try_model_core_count(model)) {
                     // SAFETY: checked non-NULL; the caller's contract.
                     unsafe { put(count, $pick((n, 1, 1))) };

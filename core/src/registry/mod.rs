@@ -167,6 +167,8 @@ pub struct Registry<T> {
     /// a chunk, and reaching the first chunk's slots then takes one load from the registry
     /// rather than two.
     first_slots: AtomicPtr<Slot<T>>,
+    /// Slots per chunk (`1 << chunk_shift`).
+    chunk_len: usize,
     /// Slots per chunk, as a power of two.
     chunk_shift: u32,
     /// Upper bound on the number of slots.
@@ -263,6 +265,7 @@ impl<T> Registry<T> {
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
             first_slots: AtomicPtr::new(ptr::null_mut()),
+            chunk_len: 1 << chunk_shift,
             chunk_shift,
             capacity,
             lines_per_row: (chunk_slots as usize).div_ceil(LANES),
@@ -466,6 +469,14 @@ impl<T> Registry<T> {
     /// stored, else through the chunk.
     #[inline]
     fn slot(&self, index: usize) -> Option<&Slot<T>> {
+        if index < self.chunk_len {
+            let first = self.first_slots.load(Ordering::Acquire);
+            if !first.is_null() {
+                // SAFETY: as below, for the first chunk, whose `chunk_len` slots `index` is
+                // below.
+                return Some(unsafe { &*first.add(index) });
+            }
+        }
         let local = index & ((1 << self.chunk_shift) - 1);
         let chunk = index >> self.chunk_shift;
         let first = if chunk == 0 {

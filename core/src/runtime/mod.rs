@@ -110,6 +110,8 @@ struct Session {
 struct Published {
     /// The session's [`Topology`] ([`Topology::to_bits`]).
     topology: AtomicU32,
+    /// The topology's logical-core size, decoded once (the C hot path's answer).
+    lnc_size: AtomicU32,
     /// `NEURON_RT_EXEC_TIMEOUT` in seconds (0 = the backend's default).
     timeout_secs: AtomicU32,
     /// The implicit async mode is on.
@@ -119,10 +121,17 @@ struct Published {
 impl Published {
     fn publish(&self, topology: Topology, config: &Config) {
         self.topology.store(topology.to_bits(), Ordering::Release);
+        self.lnc_size.store(topology.lnc_size(), Ordering::Release);
         self.timeout_secs
             .store(config.exec_timeout_secs.unwrap_or(0), Ordering::Release);
         self.implicit_async
             .store(config.implicit_async(), Ordering::Release);
+    }
+
+    /// The published topology's logical-core size (one load).
+    #[inline]
+    fn lnc_size(&self) -> u32 {
+        self.lnc_size.load(Ordering::Acquire)
     }
 
     #[inline]

@@ -278,8 +278,6 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         }
         // The answer reads nothing of the model, so no reference is taken: the model is
         // checked live at one instant (`Registry::is_live`), and the count is the session's.
-        self.models
-            .is_live(h)
-            .then(|| self.published.topology().lnc_size())
+        self.models.is_live(h).then(|| self.published.lnc_size())
     }
 }
