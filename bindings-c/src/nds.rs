@@ -381,6 +381,45 @@ nd_update!(
 );
 nd_update!(nds_or_nd_counter, "nds_or_nd_counter", or_bits);
 
+/// `nds_get_*_counter`: writes the counter `pick` finds in the instance's store to `*value`
+/// (0), or logs why not (-1). Any open instance may read.
+fn read_counter(
+    inst: *mut c_void,
+    value: *mut u64,
+    pick: impl FnOnce(&mut Store) -> Option<&mut u64>,
+) -> c_int {
+    if value.is_null() {
+        return refuse(format_args!("value is NULL"));
+    }
+    let mut n = nds();
+    let Some(i) = n.inst(inst) else { return -1 };
+    let Some(slot) = n.stores.get_mut(&i.device).and_then(|s| pick(s)) else {
+        return -1;
+    };
+    // SAFETY: checked non-NULL; the caller's contract.
+    unsafe { value.write(*slot) };
+    0
+}
+
+/// `nds_set_*_counter`: sets the counter `pick` finds to `*value` (0), or logs why not (-1).
+/// Only a writable instance may.
+fn write_counter(
+    inst: *mut c_void,
+    value: *mut u64,
+    pick: impl FnOnce(&mut Store) -> Option<&mut u64>,
+) -> c_int {
+    if value.is_null() {
+        return refuse(format_args!("value is NULL"));
+    }
+    let mut n = nds();
+    let Some(slot) = n.writable(inst).and_then(pick) else {
+        return -1;
+    };
+    // SAFETY: checked non-NULL; the caller's contract.
+    *slot = unsafe { value.read() };
+    0
+}
+
 /// `nds_get_nc_counter`.
 ///
 /// # Safety
@@ -394,20 +433,9 @@ pub(crate) unsafe extern "C" fn nds_get_nc_counter(
     value: *mut u64,
 ) -> c_int {
     boundary("nds_get_nc_counter", -1, || {
-        if value.is_null() {
-            return refuse(format_args!("value is NULL"));
-        }
-        let mut n = nds();
-        let Some(i) = n.inst(inst) else { return -1 };
-        let Some(store) = n.stores.get_mut(&i.device) else {
-            return -1;
-        };
-        let Some(slot) = nc_slot(store, pnc_index, counter_index) else {
-            return -1;
-        };
-        // SAFETY: checked non-NULL; the caller's contract.
-        unsafe { value.write(*slot) };
-        0
+        read_counter(inst, value, |store| {
+            nc_slot(store, pnc_index, counter_index)
+        })
     })
 }
 
@@ -424,19 +452,9 @@ pub(crate) unsafe extern "C" fn nds_set_nc_counter(
     value: *mut u64,
 ) -> c_int {
     boundary("nds_set_nc_counter", -1, || {
-        if value.is_null() {
-            return refuse(format_args!("value is NULL"));
-        }
-        let mut n = nds();
-        let Some(store) = n.writable(inst) else {
-            return -1;
-        };
-        let Some(slot) = nc_slot(store, pnc_index, counter_index) else {
-            return -1;
-        };
-        // SAFETY: checked non-NULL; the caller's contract.
-        *slot = unsafe { value.read() };
-        0
+        write_counter(inst, value, |store| {
+            nc_slot(store, pnc_index, counter_index)
+        })
     })
 }
 
@@ -452,20 +470,7 @@ pub(crate) unsafe extern "C" fn nds_get_nd_counter(
     value: *mut u64,
 ) -> c_int {
     boundary("nds_get_nd_counter", -1, || {
-        if value.is_null() {
-            return refuse(format_args!("value is NULL"));
-        }
-        let mut n = nds();
-        let Some(i) = n.inst(inst) else { return -1 };
-        let Some(store) = n.stores.get_mut(&i.device) else {
-            return -1;
-        };
-        let Some(slot) = nd_slot(store, counter_index) else {
-            return -1;
-        };
-        // SAFETY: checked non-NULL; the caller's contract.
-        unsafe { value.write(*slot) };
-        0
+        read_counter(inst, value, |store| nd_slot(store, counter_index))
     })
 }
 
@@ -481,19 +486,7 @@ pub(crate) unsafe extern "C" fn nds_set_nd_counter(
     value: *mut u64,
 ) -> c_int {
     boundary("nds_set_nd_counter", -1, || {
-        if value.is_null() {
-            return refuse(format_args!("value is NULL"));
-        }
-        let mut n = nds();
-        let Some(store) = n.writable(inst) else {
-            return -1;
-        };
-        let Some(slot) = nd_slot(store, counter_index) else {
-            return -1;
-        };
-        // SAFETY: checked non-NULL; the caller's contract.
-        *slot = unsafe { value.read() };
-        0
+        write_counter(inst, value, |store| nd_slot(store, counter_index))
     })
 }
 
