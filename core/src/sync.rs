@@ -4,10 +4,12 @@
 #[cfg(loom)]
 pub(crate) use core::sync::atomic::compiler_fence;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering, compiler_fence, fence};
+pub(crate) use core::sync::atomic::{
+    AtomicPtr, AtomicU32, AtomicUsize, Ordering, compiler_fence, fence,
+};
 
 /// Tells the scheduler (or loom) that this thread is waiting for another one.
 #[inline]

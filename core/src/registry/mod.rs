@@ -67,7 +67,9 @@ use core::fmt;
 use core::mem::MaybeUninit;
 use core::ptr;
 
-use crate::sync::{AtomicPtr, AtomicU32, Ordering, UnsafeCell, compiler_fence, fence, spin_hint};
+use crate::sync::{
+    AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell, compiler_fence, fence, spin_hint,
+};
 
 pub use crate::reader::{EXCLUSIVE_ROWS, HeavyBarrier, ReaderId, SHARED_ROWS};
 
@@ -167,6 +169,10 @@ pub struct Registry<T> {
     /// a chunk, and reaching the first chunk's slots then takes one load from the registry
     /// rather than two.
     first_slots: AtomicPtr<Slot<T>>,
+    /// How many slots `first_slots` reaches: 0 until the first chunk is published (so a
+    /// lookup needs one comparison, not a NULL test as well), then `chunk_len`. Stored after
+    /// `first_slots` (Release) and read before it (Acquire).
+    first_len: AtomicUsize,
     /// Slots per chunk (`1 << chunk_shift`).
     chunk_len: usize,
     /// Slots per chunk, as a power of two.
@@ -265,6 +271,7 @@ impl<T> Registry<T> {
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
             first_slots: AtomicPtr::new(ptr::null_mut()),
+            first_len: AtomicUsize::new(0),
             chunk_len: 1 << chunk_shift,
             chunk_shift,
             capacity,
@@ -341,6 +348,7 @@ impl<T> Registry<T> {
                 }
                 if i == 0 {
                     self.first_slots.store(first, Ordering::Release);
+                    self.first_len.store(self.chunk_len, Ordering::Release);
                 }
                 Some(chunk)
             }
@@ -459,23 +467,42 @@ impl<T> Registry<T> {
     /// handles are not live.
     #[inline]
     pub fn is_live(&self, handle: Handle) -> bool {
-        self.slot(handle.slot as usize).is_some_and(|slot| {
-            slot.state.load(Ordering::Acquire) == LIVE
-                && slot.id.load(Ordering::Relaxed) == handle.id
-        })
+        let index = handle.slot as usize;
+        if index < self.first_len.load(Ordering::Acquire) {
+            // The common case, straight through: a slot of the first chunk.
+            // A non-zero `first_len` was stored after `first_slots` (Release, read Acquire).
+            let first = self.first_slots.load(Ordering::Relaxed);
+            // SAFETY: the first chunk is published (`first_len` is non-zero), lives until
+            // `Drop` (`&mut self`), and `index` is below its `chunk_len` slots.
+            let slot = unsafe { &*first.add(index) };
+            return Self::slot_is(slot, handle);
+        }
+        self.is_live_beyond_first_chunk(handle)
+    }
+
+    /// [`Registry::is_live`] for a slot outside the first chunk (or before it exists).
+    #[inline]
+    fn is_live_beyond_first_chunk(&self, handle: Handle) -> bool {
+        self.slot(handle.slot as usize)
+            .is_some_and(|slot| Self::slot_is(slot, handle))
+    }
+
+    /// Whether `slot` holds the LIVE value `handle` names.
+    #[inline(always)]
+    fn slot_is(slot: &Slot<T>, handle: Handle) -> bool {
+        slot.state.load(Ordering::Acquire) == LIVE && slot.id.load(Ordering::Relaxed) == handle.id
     }
 
     /// Slot `index`, if its chunk is allocated: through the chunk's slot pointer when it is
     /// stored, else through the chunk.
     #[inline]
     fn slot(&self, index: usize) -> Option<&Slot<T>> {
-        if index < self.chunk_len {
-            let first = self.first_slots.load(Ordering::Acquire);
-            if !first.is_null() {
-                // SAFETY: as below, for the first chunk, whose `chunk_len` slots `index` is
-                // below.
-                return Some(unsafe { &*first.add(index) });
-            }
+        if index < self.first_len.load(Ordering::Acquire) {
+            // A non-zero `first_len` was stored after `first_slots` (Release, read Acquire).
+            let first = self.first_slots.load(Ordering::Relaxed);
+            // SAFETY: as below, for the first chunk: it is published (`first_len` is non-zero)
+            // and `index` is below its `chunk_len` slots.
+            return Some(unsafe { &*first.add(index) });
         }
         let local = index & ((1 << self.chunk_shift) - 1);
         let chunk = index >> self.chunk_shift;

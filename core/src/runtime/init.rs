@@ -125,7 +125,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             ));
         }
         *session = Some(s);
-        self.state.set(InitState::Init);
+        self.set_state(InitState::Init);
         Ok(())
     }
 
@@ -397,7 +397,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             return;
         }
         // CLOSED before the heavy teardown: concurrent entries see a deterministic non-INIT.
-        self.state.set(InitState::Closed);
+        self.set_state(InitState::Closed);
         #[cfg(feature = "alloc")]
         self.drain_all_async();
         self.unload_all_models();
@@ -417,7 +417,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             }
             self.release_allocation(&s.allocation);
         }
-        self.state.set(InitState::Start);
+        self.set_state(InitState::Start);
         self.log(Level::Debug, format_args!("API:OUT: nrt_close()"));
     }
 

@@ -18,6 +18,9 @@ use crate::host::{Host, NoHost, Platform as _};
 use crate::state::{InitState, StateCell};
 use crate::topology::{Allocation, Topology};
 
+/// [`Runtime`]'s `ready_gate` outside INIT: no fork generation reaches it (it counts fork depth).
+const NOT_READY: u32 = u32::MAX;
+
 #[cfg(feature = "alloc")]
 mod async_exec;
 #[cfg(feature = "alloc")]
@@ -192,6 +195,10 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     log_level: AtomicU8,
     fork_handlers_registered: AtomicBool,
     fork_generation_at_registration: AtomicU32,
+    /// The hot paths' one-word guard: the fork generation at registration while the state is
+    /// INIT, [`NOT_READY`] otherwise. The guard passes when it equals the host's current fork
+    /// generation, which folds "INIT" and "not in a forked child" into one comparison.
+    ready_gate: AtomicU32,
     session: spin::Mutex<Option<Session>>,
     /// Session values the execute path reads without the lifecycle lock.
     published: Published,
@@ -265,6 +272,7 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             log_level: AtomicU8::new(encode_level(LogLevel::Level(Level::Error))),
             fork_handlers_registered: AtomicBool::new(false),
             fork_generation_at_registration: AtomicU32::new(0),
+            ready_gate: AtomicU32::new(NOT_READY),
             session: spin::Mutex::new(None),
             published: Published::default(),
             options,
@@ -332,14 +340,30 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     #[inline]
     fn observe_fork(&self) {
         if self.forked() {
-            self.state.set(InitState::Child);
+            self.set_state(InitState::Child);
         }
     }
 
     /// Puts the runtime in the terminal CHILD state: what the fork-child handler does. Safe to
-    /// call from an `atfork` child handler (one atomic store, no lock).
+    /// call from an `atfork` child handler (two atomic stores, no lock).
     pub fn mark_forked_child(&self) {
-        self.state.set(InitState::Child);
+        self.set_state(InitState::Child);
+    }
+
+    /// Sets the state word and the hot paths' gate with it. Leaving INIT closes the gate
+    /// before the state changes, entering INIT opens it after, so the gate never passes
+    /// where the state word would not.
+    pub(crate) fn set_state(&self, s: InitState) {
+        if s == InitState::Init {
+            self.state.set(s);
+            self.ready_gate.store(
+                self.fork_generation_at_registration.load(Ordering::Acquire),
+                Ordering::Release,
+            );
+        } else {
+            self.ready_gate.store(NOT_READY, Ordering::Release);
+            self.state.set(s);
+        }
     }
 
     /// The guard every public entry runs first: `Ok` only when INIT, otherwise the exact status
@@ -356,7 +380,9 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// an error: the test of the C hot paths, which fall back to [`Runtime::guard`] to report.
     #[inline]
     pub fn is_ready(&self) -> bool {
-        self.state.get() == InitState::Init && !self.forked()
+        // INIT is entered only after the fork handlers are registered, so the gate holds the
+        // generation at registration; a forked child's host reports a later one.
+        self.ready_gate.load(Ordering::Acquire) == self.host.platform().fork_generation()
     }
 
     /// Whether the host reports a fork since the fork handlers were registered.
