@@ -11,6 +11,7 @@ use nrt_core::driver::FaultInjector;
 use nrt_core::{Error, FrameworkType, Host, NrtStatus, Runtime};
 use nrt_host::CapturingHost;
 
+pub mod conformance;
 pub mod models;
 use nrt_sim::{SimDriver, SimMachine};
 
