@@ -43,8 +43,13 @@
 
 #![cfg(target_os = "linux")]
 
+mod bringup;
 mod driver;
 mod error;
+mod exec;
+mod image;
+mod memory;
+mod reserve;
 pub mod sys;
 mod sysfs;
 
