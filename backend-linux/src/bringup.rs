@@ -265,6 +265,9 @@ fn bring_up(
     Ok(slot)
 }
 
+/// The process's cores on one device: node index, `nc_map`, and each core as (pnc, nc).
+type DeviceCores = (u32, u32, Vec<(u32, u32)>);
+
 impl LinuxDriver {
     /// `init_cores` under the state lock.
     pub(crate) fn init_locked(
@@ -275,7 +278,7 @@ impl LinuxDriver {
         let discovered = self.discovered(st)?;
         let form = MemForm::from_features(self.features(st)?);
         // (node index, nc_map, cores as (pnc, nc)) per device, in core order.
-        let mut devices: Vec<(u32, u32, Vec<(u32, u32)>)> = Vec::new();
+        let mut devices: Vec<DeviceCores> = Vec::new();
         for pnc in params.topology.pnc_range() {
             let (device, nc) = topology::locate_pnc(pnc, params.topology.cores_per_device());
             let node = discovered.base.saturating_add(device);
@@ -308,7 +311,7 @@ impl LinuxDriver {
         &self,
         st: &mut State,
         form: MemForm,
-        devices: &[(u32, u32, Vec<(u32, u32)>)],
+        devices: &[DeviceCores],
         reset: bool,
     ) -> Result<(), LinuxError> {
         let mut fds = Vec::with_capacity(devices.len());

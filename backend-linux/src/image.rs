@@ -173,3 +173,132 @@ pub(crate) fn model_uuid(model: &str) -> [u8; 32] {
     }
     out
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_image_is_byte_exact() {
+        let program = [0xaa, 0xbb, 0xcc];
+        let img = stage_image(["a", "in_2"].into_iter(), ["out"].into_iter(), &program).unwrap();
+        let mut want = Vec::new();
+        want.extend_from_slice(b"NRTSIMG1");
+        want.extend_from_slice(&1u32.to_le_bytes()); // version
+        // names: 4+1+3 pad, 4+4, 4+3+1 pad = 8 + 8 + 8 = 24; 32 + 24 = 56 (a multiple of 8)
+        want.extend_from_slice(&56u32.to_le_bytes()); // header_len
+        want.extend_from_slice(&3u64.to_le_bytes()); // program_len
+        want.extend_from_slice(&2u32.to_le_bytes()); // input_count
+        want.extend_from_slice(&1u32.to_le_bytes()); // output_count
+        want.extend_from_slice(&[1, 0, 0, 0, b'a', 0, 0, 0]);
+        want.extend_from_slice(&[4, 0, 0, 0, b'i', b'n', b'_', b'2']);
+        want.extend_from_slice(&[3, 0, 0, 0, b'o', b'u', b't', 0]);
+        want.extend_from_slice(&program);
+        assert_eq!(img, want);
+    }
+
+    #[test]
+    fn stage_image_header_is_padded_to_eight() {
+        // One 4-byte-padded name: 32 + 8 = 40; two: 48; a 5-byte name: 32 + 12 = 44 → 48.
+        let img = stage_image(["abcde"].into_iter(), core::iter::empty(), &[7]).unwrap();
+        assert_eq!(u32::from_le_bytes(img[12..16].try_into().unwrap()), 48);
+        assert_eq!(img.len(), 49);
+        assert_eq!(&img[32..41], &[5, 0, 0, 0, b'a', b'b', b'c', b'd', b'e']);
+        assert_eq!(&img[41..48], &[0; 7]);
+        assert_eq!(img[48], 7);
+        // No names at all: the program starts at 32.
+        let img = stage_image(core::iter::empty(), core::iter::empty(), &[]).unwrap();
+        assert_eq!(img.len(), 32);
+        assert_eq!(u32::from_le_bytes(img[12..16].try_into().unwrap()), 32);
+    }
+
+    #[test]
+    fn exec_descriptor_is_byte_exact() {
+        let bindings = [
+            DescBinding {
+                side: Side::Input,
+                io_index: 0,
+                pa: 0x1_0000_0040,
+                size: 256,
+            },
+            DescBinding {
+                side: Side::Output,
+                io_index: 3,
+                pa: 0x2000,
+                size: 8,
+            },
+        ];
+        let d = exec_descriptor(7, 0xdead_b000, 5, &bindings).unwrap();
+        let mut want = Vec::new();
+        want.extend_from_slice(b"NRTEXEC1");
+        want.extend_from_slice(&7u64.to_le_bytes());
+        want.extend_from_slice(&0xdead_b000u64.to_le_bytes());
+        want.extend_from_slice(&5u32.to_le_bytes());
+        want.extend_from_slice(&2u32.to_le_bytes());
+        for (side, index, pa, size) in [(0u32, 0u32, 0x1_0000_0040u64, 256u64), (1, 3, 0x2000, 8)] {
+            want.extend_from_slice(&side.to_le_bytes());
+            want.extend_from_slice(&index.to_le_bytes());
+            want.extend_from_slice(&pa.to_le_bytes());
+            want.extend_from_slice(&size.to_le_bytes());
+            want.extend_from_slice(&0u64.to_le_bytes());
+        }
+        assert_eq!(d, want);
+        assert_eq!(d.len(), 32 + 2 * 32);
+    }
+
+    #[test]
+    fn descriptor_binding_count_is_bounded_by_the_message_area() {
+        assert_eq!(MAX_BINDINGS, 1023);
+        let b = DescBinding {
+            side: Side::Input,
+            io_index: 0,
+            pa: 0,
+            size: 0,
+        };
+        let d = exec_descriptor(1, 0, 0, &vec![b; MAX_BINDINGS]).unwrap();
+        assert_eq!(d.len(), MAILBOX_MESSAGE);
+        assert_eq!(
+            exec_descriptor(1, 0, 0, &vec![b; MAX_BINDINGS + 1]),
+            Err(EncodeError::TooLarge("binding count"))
+        );
+    }
+
+    #[test]
+    fn notification_slots_wrap_after_256_launches() {
+        assert_eq!(nq_slot_offset(1), 0);
+        assert_eq!(nq_slot_offset(2), 16);
+        assert_eq!(nq_slot_offset(256), 255 * 16);
+        assert_eq!(nq_slot_offset(257), 0);
+    }
+
+    #[test]
+    fn failure_messages_stop_at_nul_and_4_kib() {
+        assert_eq!(failure_message(b"hazard at 3\0garbage"), "hazard at 3");
+        assert_eq!(failure_message(b"\0"), "");
+        let long = vec![b'x'; MESSAGE_MAX + 10];
+        assert_eq!(failure_message(&long).len(), MESSAGE_MAX);
+        assert_eq!(failure_message(&[0xff, b'a', 0]), "\u{fffd}a");
+    }
+
+    #[test]
+    fn model_uuids_are_stable_and_distinct() {
+        let a = model_uuid("resnet");
+        assert_eq!(a, model_uuid("resnet"));
+        assert_ne!(a, model_uuid("resnet2"));
+        // Four distinct words.
+        let words: Vec<&[u8]> = a.chunks(8).collect();
+        assert!(
+            words
+                .iter()
+                .enumerate()
+                .all(|(i, w)| words[..i].iter().all(|v| v != w))
+        );
+        // The first word is FNV-1a 64 of "nrt-linux\0resnet" with the standard basis.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in b"nrt-linux\0resnet" {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        assert_eq!(&a[..8], &h.to_le_bytes());
+    }
+}
