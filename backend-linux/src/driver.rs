@@ -14,11 +14,9 @@ use nrt_core::driver::{
     StagedModel, SubgraphImage,
 };
 
-use crate::bringup::CoreSlot;
 use crate::error::LinuxError;
-use crate::exec::Staged;
-use crate::memory::Chunk;
 use crate::reserve::{self, MarkOutcome};
+use crate::resources::{Chunk, CoreSlot, Staged};
 use crate::sys::{self, DeviceFd, DriverFeatures, MemForm, OpenMode};
 use crate::sysfs;
 

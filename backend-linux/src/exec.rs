@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use nrt_core::driver::{Binding, ExecRequest, StagedModel, SubgraphImage};
 use nrt_core::io::TensorUsage;
 
-use crate::bringup::{CoreSlot, chunk_info, free_chunk, semaphore};
 use crate::driver::LinuxDriver;
 use crate::error::LinuxError;
 use crate::image::{self, DescBinding, EncodeError, Side};
+use crate::resources::{CoreSlot, Staged, chunk_info, free_chunk, semaphore};
 use crate::sys::{self, AllocParams, DeviceFd, MemForm, MemLocation, MemType};
 
 /// Why a compiler NEFF cannot be executed by this backend.
@@ -26,21 +26,6 @@ pub(crate) const NOT_PUBLIC: &str = "this NEFF carries no simulator program: exe
 pub(crate) const DEFAULT_TIMEOUT_SECS: u32 = 30;
 /// Host-side grace beyond the device timeout before a launch is given up.
 pub(crate) const HOST_GRACE_SECS: u64 = 10;
-
-/// One staged subgraph.
-#[derive(Debug)]
-pub(crate) struct Staged {
-    pub(crate) lnc: u32,
-    /// Physical core (relative to the base node) and its device core.
-    pub(crate) pnc: u32,
-    pub(crate) device: u32,
-    pub(crate) fd: Arc<DeviceFd>,
-    /// Core-lock id of the model.
-    pub(crate) uuid: [u8; 32],
-    /// The stage image chunk (handle, PA); `None` for a compiler NEFF.
-    pub(crate) image: Option<(u64, u64)>,
-    pub(crate) stopped: AtomicBool,
-}
 
 fn crwl(
     fd: &DeviceFd,

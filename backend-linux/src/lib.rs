@@ -50,6 +50,7 @@ mod exec;
 mod image;
 mod memory;
 mod reserve;
+mod resources;
 pub mod sys;
 mod sysfs;
 

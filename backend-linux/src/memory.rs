@@ -1,23 +1,12 @@
 //! Device memory: `MEM_ALLOC*` chunks in HBM, named by their PA, with host copies
 //! (`MEM_BUF_COPY*`), device copies (`MEM_COPY*`) and fills (`MEMSET*`).
 
-use std::sync::Arc;
-
 use nrt_core::driver::DeviceBuffer;
 
-use crate::bringup::{chunk_info, free_chunk};
 use crate::driver::LinuxDriver;
 use crate::error::LinuxError;
-use crate::sys::{self, AllocParams, DeviceFd, MemForm, MemLocation, MemType};
-
-/// One allocation of the process.
-#[derive(Debug, Clone)]
-pub(crate) struct Chunk {
-    pub(crate) handle: u64,
-    /// Bytes the caller asked for (the chunk may be larger).
-    pub(crate) size: u64,
-    pub(crate) fd: Arc<DeviceFd>,
-}
+use crate::resources::{Chunk, chunk_info, free_chunk};
+use crate::sys::{self, AllocParams, MemForm, MemLocation, MemType};
 
 /// Alignment of device allocations.
 const DEVICE_ALIGN: u64 = 64;
