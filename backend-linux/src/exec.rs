@@ -291,7 +291,6 @@ fn launch(
                 "descriptor larger than the mailbox",
             ));
         }
-        *last_seq = seq;
         semaphore(
             &slot.fd,
             sys::SEMAPHORE_INCREMENT,
@@ -300,6 +299,8 @@ fn launch(
             image::SEM_DOORBELL,
             1,
         )?;
+        // The device has the launch: its seq is used whatever happens next.
+        *last_seq = seq;
         let secs = u64::from(timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)) + HOST_GRACE_SECS;
         let status = wait(slot, seq, Duration::from_secs(secs))
             .ok_or_else(|| LinuxError::no_completion(OP, slot.pnc, secs))?;

@@ -27,7 +27,7 @@ const _: () = assert!(offset_of!(CompatibleVersion, min) == 4);
 pub struct DeviceBasicInfo {
     /// `NEURON_ARCH_*`.
     pub architecture: u32,
-    /// PCI revision id ([`REVID_QEMU`] / [`REVID_EMU`] on non-hardware platforms).
+    /// PCI revision id ([`REVID_QEMU`](super::REVID_QEMU) / [`REVID_EMU`](super::REVID_EMU) on non-hardware platforms).
     pub revision: u32,
 }
 const _: () = assert!(size_of::<DeviceBasicInfo>() == 8);
@@ -43,7 +43,7 @@ pub struct DeviceDriverInfo {
     pub architecture: u32,
     /// PCI revision id.
     pub revision: u32,
-    /// Struct version ([`NEURON_DEVICE_DRIVER_INFO_VERSION0`]).
+    /// Struct version ([`NEURON_DEVICE_DRIVER_INFO_VERSION0`](super::NEURON_DEVICE_DRIVER_INFO_VERSION0)).
     pub version: u32,
     /// Struct size the driver filled in.
     pub size: u32,
@@ -119,7 +119,7 @@ const _: () = assert!(offset_of!(CrwlNcMapExt, bitmap) == 16);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceReset {
-    /// Bit `i` = core `i` of the device, or [`NEURON_NC_MAP_DEVICE`].
+    /// Bit `i` = core `i` of the device, or [`NEURON_NC_MAP_DEVICE`](super::NEURON_NC_MAP_DEVICE).
     pub nc_map: u32,
     /// Out: the id to wait on with `NC_RESET_READY` (the caller's tgid).
     pub request_id: u32,
