@@ -26,9 +26,43 @@ fn cinit(fd: &DeviceFd, nc: u32, state: u32) -> Result<u32, LinuxError> {
     }
 }
 
+/// The request id to wait on after `NC_RESET` returned `ret` with `written` in the struct's
+/// `request_id` (0 when the driver did not write it). `tgid` — the process's id as the driver
+/// sees it (inside a PID namespace it differs from `getpid`) — is learnt from a written id and
+/// used when a reset of this process was already pending (`ret` 1: the driver returns before
+/// writing the struct back).
+fn reset_request_id(
+    ret: i32,
+    written: u32,
+    node: u32,
+    tgid: &mut Option<u32>,
+) -> Result<u32, LinuxError> {
+    match ret {
+        0 if written != 0 => {
+            *tgid = Some(written);
+            Ok(written)
+        }
+        0 => Err(LinuxError::io(
+            "NC_RESET",
+            std::io::Error::other("the driver wrote back no request id"),
+        )),
+        1 => tgid.ok_or(LinuxError::reset_id_unknown("NC_RESET", node)),
+        ret => Err(LinuxError::io("NC_RESET", sys::positive_return(ret))),
+    }
+}
+
+/// `NC_RESET_READY`'s verdict: the wait itself never fails with `EINTR`; `result` is 0 (reset
+/// done), `-EINTR` (a termination signal interrupted the wait) or anything else (1: the reset
+/// failed or the id is unknown).
+fn reset_outcome(result: i32, node: u32) -> Result<(), LinuxError> {
+    match result {
+        0 => Ok(()),
+        r if r == -libc::EINTR => Err(LinuxError::reset_interrupted("NC_RESET_READY", node)),
+        r => Err(LinuxError::reset("NC_RESET_READY", node, r)),
+    }
+}
+
 /// `NC_RESET` of the cores in `nc_map`, then `NC_RESET_READY` until the reset is over.
-/// `tgid` is the process's id as the driver sees it, learnt from an earlier `NC_RESET`
-/// (inside a PID namespace it differs from `getpid`); it is updated from this one.
 pub(crate) fn reset_cores(
     fd: &DeviceFd,
     node: u32,
@@ -41,38 +75,17 @@ pub(crate) fn reset_cores(
     };
     let ret =
         sys::ioctl(fd, sys::NC_RESET, &mut reset).map_err(|e| LinuxError::io("NC_RESET", e))?;
-    let request_id = match ret {
-        // Queued: the driver wrote the request id (the caller's tgid) back.
-        0 if reset.request_id != 0 => {
-            *tgid = Some(reset.request_id);
-            reset.request_id
-        }
-        0 => {
-            return Err(LinuxError::io(
-                "NC_RESET",
-                std::io::Error::other("the driver wrote back no request id"),
-            ));
-        }
-        // A reset of this process is already pending: the driver returns before writing the
-        // struct back, so wait on the id an earlier reset told.
-        1 => tgid.ok_or(LinuxError::reset_id_unknown("NC_RESET", node))?,
-        ret => return Err(LinuxError::io("NC_RESET", sys::positive_return(ret))),
-    };
+    let request_id = reset_request_id(ret, reset.request_id, node, tgid)?;
     let mut ready = sys::DeviceReady {
         request_id,
         result: 0,
     };
-    // The wait never fails with EINTR: an interruption is reported in `result`.
     let ret = sys::ioctl(fd, sys::NC_RESET_READY, &mut ready)
         .map_err(|e| LinuxError::io("NC_RESET_READY", e))?;
     if ret != 0 {
         return Err(LinuxError::io("NC_RESET_READY", sys::positive_return(ret)));
     }
-    match ready.result {
-        0 => Ok(()),
-        r if r == -libc::EINTR => Err(LinuxError::reset_interrupted("NC_RESET_READY", node)),
-        r => Err(LinuxError::reset("NC_RESET_READY", node, r)),
-    }
+    reset_outcome(ready.result, node)
 }
 
 /// Brings up core `nc` of device `node` (`pnc` relative to the base node):
@@ -293,5 +306,48 @@ impl LinuxDriver {
             .iter()
             .find(|c| c.pnc == pnc)
             .map(Arc::clone)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use nrt_core::driver::{DriverError, ErrorKind};
+
+    #[test]
+    fn the_reset_id_is_the_one_the_driver_wrote() {
+        // Inside a PID namespace the driver's tgid (here 4242) is not our getpid().
+        let mut tgid = None;
+        assert_eq!(reset_request_id(0, 4242, 0, &mut tgid).unwrap(), 4242);
+        assert_eq!(tgid, Some(4242));
+        // Already pending: nothing written back, the learnt id is used.
+        assert_eq!(reset_request_id(1, 0, 0, &mut tgid).unwrap(), 4242);
+        // Pending with no id learnt yet: an error, not a guess.
+        let mut unknown = None;
+        let err = reset_request_id(1, 0, 3, &mut unknown).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Busy);
+        assert!(err.to_string().contains("neuron3"), "{err}");
+        assert_eq!(unknown, None);
+        // Success without an id, or a copy_to_user leftover: errors.
+        assert!(reset_request_id(0, 0, 0, &mut tgid).is_err());
+        assert_eq!(
+            reset_request_id(8, 0, 0, &mut tgid).unwrap_err().kind(),
+            ErrorKind::Io
+        );
+    }
+
+    #[test]
+    fn reset_results_are_done_interrupted_or_failed() {
+        assert!(reset_outcome(0, 0).is_ok());
+        let interrupted = reset_outcome(-libc::EINTR, 1).unwrap_err();
+        assert_eq!(interrupted.kind(), ErrorKind::Other);
+        assert!(
+            interrupted.to_string().contains("interrupted"),
+            "{interrupted}"
+        );
+        let failed = reset_outcome(1, 1).unwrap_err();
+        assert_eq!(failed.kind(), ErrorKind::Hardware);
+        assert!(failed.to_string().contains("result 1"), "{failed}");
     }
 }

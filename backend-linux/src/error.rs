@@ -373,4 +373,37 @@ mod tests {
         let io_err = LinuxError::io("x", io::Error::new(io::ErrorKind::NotFound, "gone"));
         assert_eq!(io_err.kind(), ErrorKind::NotFound);
     }
+
+    #[test]
+    fn execution_statuses_map_to_kinds_with_the_device_message() {
+        let failed = LinuxError::exec("submit", 1, "hazard on t0".into());
+        assert_eq!(failed.kind(), ErrorKind::Execution);
+        assert_eq!(failed.status(), NrtStatus::ExecCompletedWithErr);
+        assert_eq!(
+            failed.to_string(),
+            "submit: the program failed (status 1): hazard on t0"
+        );
+        assert_eq!(
+            LinuxError::exec("submit", 2, String::new()).kind(),
+            ErrorKind::Timeout
+        );
+        assert_eq!(
+            LinuxError::exec("submit", 3, String::new()).kind(),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            LinuxError::exec("submit", 9, String::new()).kind(),
+            ErrorKind::Hardware
+        );
+        let late = LinuxError::no_completion("submit", 2, 40);
+        assert_eq!(late.kind(), ErrorKind::Timeout);
+        assert_eq!(late.status(), NrtStatus::Timeout);
+        let np = LinuxError::not_public("submit", "not public");
+        assert_eq!(np.kind(), ErrorKind::Unsupported);
+        assert_eq!(np.to_string(), "submit: not public");
+        assert_eq!(
+            LinuxError::core_init("CINIT_SET_STATE", 0, 1, 3).kind(),
+            ErrorKind::Hardware
+        );
+    }
 }

@@ -347,3 +347,50 @@ fn wait(slot: &CoreSlot, seq: u64, limit: Duration) -> Option<u32> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use nrt_core::driver::{DeviceBuffer, DriverError, ErrorKind};
+
+    fn binding(device: u32, offset: u64, size: u64) -> Binding {
+        Binding {
+            index: 2,
+            buffer: DeviceBuffer {
+                device,
+                addr: 0x10_0000,
+                size: 256,
+            },
+            offset,
+            size,
+        }
+    }
+
+    #[test]
+    fn bindings_are_pa_plus_offset_inside_their_buffer() {
+        assert_eq!(
+            desc_binding("submit", Side::Output, &binding(1, 64, 192), 1).unwrap(),
+            DescBinding {
+                side: Side::Output,
+                io_index: 2,
+                pa: 0x10_0040,
+                size: 192,
+            }
+        );
+        for (device, offset, size) in [(0, 0, 8), (1, 64, 193), (1, u64::MAX, 2)] {
+            let err =
+                desc_binding("submit", Side::Input, &binding(device, offset, size), 1).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        }
+    }
+
+    #[test]
+    fn the_refusal_of_compiler_neffs_says_what_is_not_public() {
+        let err = LinuxError::not_public("submit", NOT_PUBLIC);
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        let text = err.to_string();
+        assert!(text.contains("start/complete protocol"), "{text}");
+        assert!(text.contains("instruction encoding"), "{text}");
+    }
+}
