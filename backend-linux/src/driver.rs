@@ -296,7 +296,12 @@ impl LinuxDriver {
                 Some(info.revision),
             ),
             Err(e) => match self.arch_from_sysfs(base) {
-                Some(arch) => (arch, None),
+                Some(arch) => {
+                    self.warn(&format!(
+                        "{e}; the architecture is read from sysfs instead (revision unknown)"
+                    ));
+                    (arch, None)
+                }
                 None => return Err(e),
             },
         };

@@ -97,7 +97,8 @@ pub fn mlp_neff() -> Vec<u8> {
         .unwrap_or_else(|e| panic!("the suite's MLP NEFF builds: {e}"))
 }
 
-fn mlp_inputs() -> Vec<(&'static str, Vec<u8>)> {
+/// The MLP's inputs (name, bytes).
+pub fn mlp_inputs() -> Vec<(&'static str, Vec<u8>)> {
     let (batch, d_in, hidden, d_out) = DIMS;
     let e = |seed, n: u64| engine::encode_f32(DType::Bf16, &values(seed, n as usize));
     vec![
