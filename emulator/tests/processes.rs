@@ -51,7 +51,9 @@ fn child_helper() {
     std::process::exit(0);
 }
 
-/// Spawns a child in `role`; returns it and its report line.
+/// Spawns a child in `role`; returns it and its report line. (The caller reaps it with
+/// [`finish`].)
+#[allow(clippy::zombie_processes)]
 fn spawn(role: &str) -> (Child, String) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_helper", "--nocapture", "--test-threads=1"])
