@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use nrt_core::driver::{Binding, ExecRequest, StagedModel, SubgraphImage};
 use nrt_core::io::TensorUsage;
 
+use crate::compiled::{self, StagedFile};
 use crate::driver::LinuxDriver;
 use crate::error::LinuxError;
 use crate::image::{self, DescBinding, EncodeError, Side};
@@ -116,7 +117,7 @@ impl LinuxDriver {
             .ok_or_else(|| LinuxError::invalid(OP, "the core is not initialised (init_cores)"))?;
         let form = self.mem_form()?;
         let device = slot.node - self.discovered(&mut self.state())?.base;
-        let uuid = image::model_uuid(image.model);
+        let uuid = image::core_lock_id(&image.uuid, image.model);
         let bytes = match image.program {
             Some(program) => Some(
                 image::stage_image(
@@ -136,11 +137,16 @@ impl LinuxDriver {
             ),
             None => None,
         };
+        // A compiler NEFF: its streams and constants (nothing for an image without files).
+        let items = match image.program {
+            Some(_) => Vec::new(),
+            None => compiled::plan(image)?,
+        };
         let fd = &slot.fd;
         writer_enter(fd, slot.nc, &uuid)?;
         let written = match &bytes {
-            Some(b) => write_image(fd, form, slot.nc, b).map(Some),
-            None => Ok(None),
+            Some(b) => write_image(fd, form, slot.nc, b).map(|c| (Some(c), Vec::new())),
+            None => compiled::place(fd, form, slot.nc, &items).map(|files| (None, files)),
         };
         // Leave the model current with no reference held: executions take their own.
         let unlocked = call(
@@ -153,12 +159,13 @@ impl LinuxDriver {
                 crwl(fd, sys::CRWL_READER_EXIT, slot.nc, &uuid),
             )
         });
-        let image_chunk = match (written, unlocked) {
-            (Ok(chunk), Ok(())) => chunk,
-            (Ok(chunk), Err(e)) => {
+        let (image_chunk, files) = match (written, unlocked) {
+            (Ok(staged), Ok(())) => staged,
+            (Ok((chunk, files)), Err(e)) => {
                 if let Some((handle, _)) = chunk {
                     let _ = free_chunk(fd, handle);
                 }
+                let _ = compiled::free_all(fd, &files);
                 return Err(e);
             }
             (Err(e), _) => return Err(e),
@@ -171,6 +178,7 @@ impl LinuxDriver {
             fd: Arc::clone(fd),
             uuid,
             image: image_chunk,
+            files,
             stopped: AtomicBool::new(false),
         };
         self.staged
@@ -209,10 +217,21 @@ impl LinuxDriver {
         };
         let staged =
             removed.ok_or_else(|| LinuxError::invalid("unstage_model", "no such staged model"))?;
+        let files = compiled::free_all(&staged.fd, &staged.files);
         match staged.image {
-            Some((handle, _)) => free_chunk(&staged.fd, handle),
-            None => Ok(()),
+            Some((handle, _)) => free_chunk(&staged.fd, handle).and(files),
+            None => files,
         }
+    }
+
+    /// What each live staged subgraph of a compiler NEFF holds in device memory, by physical
+    /// core: its instruction streams and constants (empty for a simulator-program image).
+    pub fn staged_files(&self) -> Vec<(u32, Vec<StagedFile>)> {
+        let table = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<(u32, Vec<StagedFile>)> =
+            table.values().map(|s| (s.pnc, s.files.clone())).collect();
+        out.sort_by_key(|(pnc, _)| *pnc);
+        out
     }
 
     pub(crate) fn run(&self, request: &ExecRequest<'_>) -> Result<(), LinuxError> {

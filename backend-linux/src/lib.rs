@@ -54,6 +54,7 @@
 #![cfg(target_os = "linux")]
 
 mod bringup;
+mod compiled;
 mod driver;
 mod error;
 mod exec;
@@ -64,6 +65,7 @@ mod resources;
 pub mod sys;
 mod sysfs;
 
+pub use compiled::{FileKind, StagedFile};
 pub use driver::{DEFAULT_DEV_DIR, DEFAULT_SYSFS_ROOT, LinuxDriver};
 pub use error::LinuxError;
 pub use sysfs::parse_driver_version;

@@ -7,6 +7,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+use crate::compiled::StagedFile;
 use crate::error::LinuxError;
 use crate::sys::{self, DeviceFd, Mapping};
 
@@ -114,5 +115,7 @@ pub(crate) struct Staged {
     pub(crate) uuid: [u8; 32],
     /// The stage image chunk (handle, PA); `None` for a compiler NEFF.
     pub(crate) image: Option<(u64, u64)>,
+    /// A compiler NEFF's instruction streams and constants, each in its own chunk.
+    pub(crate) files: Vec<StagedFile>,
     pub(crate) stopped: AtomicBool,
 }

@@ -129,6 +129,17 @@ impl Emulator {
             launches: st.counters.launches,
             launch_failures: st.counters.launch_failures,
             per_request: st.counters.per_request.clone(),
+            by_mem_type: st
+                .devices
+                .iter()
+                .flat_map(|d| d.chunks.values())
+                .filter_map(|c| c.mem_type.map(|t| (t, c.size)))
+                .fold(BTreeMap::new(), |mut m, (t, size)| {
+                    let e: &mut (u64, u64) = m.entry(t).or_default();
+                    e.0 += 1;
+                    e.1 += size;
+                    m
+                }),
         }
     }
 

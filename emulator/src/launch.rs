@@ -333,6 +333,8 @@ fn stage(
         name: "sg00",
         model: "nrt-emu",
         program: Some(program),
+        uuid: [0; 16],
+        files: &[],
         io: &io,
     };
     let sim = dev

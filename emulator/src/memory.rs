@@ -20,6 +20,8 @@ pub(crate) struct AllocRequest {
     pub(crate) dram_channel: u32,
     pub(crate) nc_id: u32,
     pub(crate) device_lifespan: bool,
+    /// `mem_type` of the requests that carry one (`NEURON_MEMALLOC_TYPE_*`).
+    pub(crate) mem_type: Option<u32>,
 }
 
 /// HBM channels per device (`dram_channels` of the HAL).
@@ -102,6 +104,7 @@ pub(crate) fn alloc(
             pa,
             size,
             device_lifespan: r.device_lifespan,
+            mem_type: r.mem_type,
         },
     );
     Ok(handle)

@@ -51,6 +51,8 @@ pub(crate) struct Chunk {
     pub(crate) size: u64,
     /// Freed with the device's last opener rather than with the owner (notification queues).
     pub(crate) device_lifespan: bool,
+    /// The `mem_type` it was allocated with, where the request carries one.
+    pub(crate) mem_type: Option<u32>,
 }
 
 impl Chunk {

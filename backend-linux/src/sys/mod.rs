@@ -189,6 +189,8 @@ impl MemType {
     pub const CODE_DEVICE: Self = Self(8);
     /// `NEURON_MEMALLOC_TYPE_TENSORS_DEVICE`.
     pub const TENSORS_DEVICE: Self = Self(9);
+    /// `NEURON_MEMALLOC_TYPE_CONSTANTS_DEVICE`.
+    pub const CONSTANTS_DEVICE: Self = Self(10);
 }
 
 bitflags::bitflags! {
