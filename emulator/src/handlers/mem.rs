@@ -18,7 +18,7 @@ use crate::memory::{self, AllocRequest};
 use crate::state::{Chunk, Device, State};
 use crate::target::CHUNK;
 
-fn device<'a>(st: &'a mut State, index: u32) -> Result<&'a mut Device, Fail> {
+fn device(st: &mut State, index: u32) -> Result<&mut Device, Fail> {
     match st.device(index) {
         Some(d) => Ok(d),
         None => errno(libc::ENODEV),
@@ -224,6 +224,13 @@ pub(crate) fn buf_copy(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     if to_chunk {
         memory::drop_stages_in(dev, &c);
     }
+    // The driver's device path counts the bytes left in a `u32`: a copy of 4 GiB or more
+    // moves only `size mod 2^32` bytes (host chunks copy everything).
+    let size = if c.is_host() {
+        size
+    } else {
+        u64::from(size as u32)
+    };
     let mut piece = vec![0u8; CHUNK.min(size as usize)];
     let mut done = 0u64;
     while done < size {
