@@ -303,6 +303,7 @@ fn launch(
     let descriptor = image::exec_descriptor(seq, image_pa, timeout_secs.unwrap_or(0), bindings)
         .map_err(|e| encode_error(OP, e))?;
     reader_enter(&slot.fd, slot.nc, &staged.uuid)?;
+    let completed_before = slot.mapped_semaphore(image::SEM_COMPLETED);
     let result = (|| {
         if !slot.mailbox.write_bytes(0, &descriptor) {
             return Err(LinuxError::invalid(
@@ -321,8 +322,25 @@ fn launch(
         // The device has the launch: its seq is used whatever happens next.
         *last_seq = seq;
         let secs = u64::from(timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)) + HOST_GRACE_SECS;
-        let status = wait(slot, seq, Duration::from_secs(secs))
-            .ok_or_else(|| LinuxError::no_completion(OP, slot.pnc, secs))?;
+        let start = Instant::now();
+        let limit = Duration::from_secs(secs);
+        let status =
+            wait(slot, seq, limit).ok_or_else(|| LinuxError::no_completion(OP, slot.pnc, secs))?;
+        if let Some(before) = completed_before {
+            // The device also counts the completion in SEM_COMPLETED: read through the
+            // mapped semaphore block, it must move past its value before the doorbell.
+            let left = limit.saturating_sub(start.elapsed());
+            if !wait_advanced(slot, before, left) {
+                return Err(LinuxError::io(
+                    OP,
+                    std::io::Error::other(format!(
+                        "launch {seq} on core {} was notified but SEM_COMPLETED stayed at \
+                         {before}",
+                        slot.pnc
+                    )),
+                ));
+            }
+        }
         if status == image::STATUS_OK {
             return Ok(());
         }
@@ -339,6 +357,23 @@ fn launch(
         crwl(&slot.fd, sys::CRWL_READER_EXIT, slot.nc, &staged.uuid),
     );
     result.and(exited)
+}
+
+/// Polls the mapped `SEM_COMPLETED` until it differs from `before` (volatile loads); false
+/// past `limit`.
+fn wait_advanced(slot: &CoreSlot, before: u32, limit: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        match slot.mapped_semaphore(image::SEM_COMPLETED) {
+            Some(v) if v != before => return true,
+            None => return true,
+            Some(_) => {}
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
 }
 
 /// Polls the notification slot of `seq` until it holds `seq` (volatile loads), then returns

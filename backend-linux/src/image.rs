@@ -35,6 +35,17 @@ pub(crate) const SEM_MAILBOX_LO: u32 = 250;
 pub(crate) const SEM_MAILBOX_HI: u32 = 251;
 /// The doorbell semaphore.
 pub(crate) const SEM_DOORBELL: u32 = 252;
+/// The semaphore the device increments once per completed launch.
+pub(crate) const SEM_COMPLETED: u32 = 253;
+
+/// Offset of semaphore 0's value (its read register) in a core's mapped semaphore block
+/// (`RESOURCE_MMAP_INFO` TPB / SEMAPHORE): the driver's V2 and V3 address maps put the
+/// event registers first and the semaphore read registers 0x1000 bytes in, 4 bytes each.
+pub(crate) const SEM_BLOCK_VALUES: usize = 0x1000;
+/// Semaphores per core.
+pub(crate) const SEMAPHORES: usize = 256;
+/// Largest semaphore block the backend maps (the V2/V3 blocks are 8 KiB).
+pub(crate) const SEM_BLOCK_MAX: u64 = 1 << 20;
 
 /// Execution status: completed.
 pub(crate) const STATUS_OK: u32 = 0;

@@ -26,6 +26,9 @@ pub(crate) struct CoreSlot {
     /// The mailbox host chunk, mapped read/write.
     pub(crate) mailbox: Mapping,
     pub(crate) mailbox_handle: u64,
+    /// The core's semaphore block, mapped read-only; `None` where the driver's table gives
+    /// it no room for the semaphore values (V1).
+    pub(crate) semaphores: Option<Mapping>,
     /// The `seq` of the core's last launch; the lock serialises launches on the core.
     pub(crate) launch: Mutex<u64>,
 }
@@ -39,11 +42,21 @@ impl CoreSlot {
             nq,
             mailbox,
             mailbox_handle,
+            semaphores,
             ..
         } = self;
+        drop(semaphores);
         drop(nq);
         drop(mailbox);
         free_chunk(&fd, mailbox_handle)
+    }
+}
+
+impl CoreSlot {
+    /// Semaphore `index` read through the mapped block (volatile), if mapped.
+    pub(crate) fn mapped_semaphore(&self, index: u32) -> Option<u32> {
+        let at = crate::image::SEM_BLOCK_VALUES.checked_add(index as usize * 4)?;
+        self.semaphores.as_ref()?.read_u32(at)
     }
 }
 

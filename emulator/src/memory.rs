@@ -121,6 +121,10 @@ fn host_alloc(dev: &mut Device, size: u64) -> Result<u64, i32> {
         cursor = cursor.max(end);
     }
     let end = cursor.checked_add(size).ok_or(libc::ENOMEM)?;
+    if end > crate::handlers::SEM_BLOCK_BASE {
+        // The cores' semaphore blocks live above.
+        return Err(libc::ENOMEM);
+    }
     let len = dev.file.metadata().map_err(|_| libc::EIO)?.len();
     if len < end {
         dev.file.set_len(end).map_err(|_| libc::ENOMEM)?;

@@ -101,6 +101,19 @@ pub(crate) struct Device {
     pub(crate) resets: BTreeSet<u32>,
     /// Launch-convention stages by image PA.
     pub(crate) staged: BTreeMap<u64, Staged>,
+    /// DMA queues initialised by processes, by (engine, queue).
+    pub(crate) dma_queues: BTreeMap<(u32, u32), DmaQueue>,
+}
+
+/// One DMA queue as `DMA_QUEUE_INIT` left it: its rings are chunks of the owner (handles
+/// that named no chunk leave the ring unset, as the driver's lookup does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DmaQueue {
+    pub(crate) owner: u32,
+    pub(crate) tx_desc_count: u32,
+    pub(crate) rx_desc_count: u32,
+    pub(crate) tx: Option<u64>,
+    pub(crate) rx: Option<u64>,
 }
 
 impl Device {
@@ -124,6 +137,7 @@ impl Device {
             locks: vec![CoreLock::default(); n],
             resets: BTreeSet::new(),
             staged: BTreeMap::new(),
+            dma_queues: BTreeMap::new(),
         }
     }
 
