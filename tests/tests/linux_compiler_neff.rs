@@ -19,6 +19,9 @@ use nrt_tests::{MATMUL_FIXTURE, assert_err, init, shared_path};
 /// `NEURON_MEMALLOC_TYPE_CODE_DEVICE`, `_CONSTANTS_DEVICE`.
 const CODE_DEVICE: u32 = 8;
 const CONSTANTS_DEVICE: u32 = 10;
+/// Request numbers.
+const RESOURCE_MMAP_INFO: u32 = 0xc020_4e70;
+const NOTIFICATIONS_INIT_V2: u32 = 0x8008_4e35;
 
 /// Each subgraph's files as (kind, name, member, bytes): the five engine streams of
 /// `def.json` in its key order (pe, act, pool, dve, sp), then the constant `identity_82_sg0000`
@@ -60,6 +63,11 @@ fn the_compiler_fixture_is_staged_refused_at_execute_and_freed_at_unload() {
         );
         init(&rt, &[]).unwrap_or_else(|e| panic!("{e}"));
         let before = emu.accounting();
+        // Bring-up mapped every core's semaphore block: one RESOURCE_MMAP_INFO per
+        // notification queue (one each per core).
+        let served = |r: u32| before.per_request.get(&r).copied().unwrap_or(0);
+        assert_eq!(served(RESOURCE_MMAP_INFO), served(NOTIFICATIONS_INIT_V2));
+        assert_eq!(served(RESOURCE_MMAP_INFO), 8);
         let h = rt.load(&neff, 0, -1).unwrap_or_else(|e| panic!("{e}"));
 
         // Both subgraphs (physical cores 0 and 1 of logical core 0) hold their files.

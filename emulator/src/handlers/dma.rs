@@ -22,7 +22,8 @@
 //!   driver's address map: events first, the semaphore read registers at +0x1000). Writes
 //!   through a mapping are not seen by the emulator (the set/increment registers of the
 //!   hardware are not modelled); other blocks and resources of the driver's table (state
-//!   buffer, TOP_SP, device memory) are `EOPNOTSUPP`, anything else `EINVAL`.
+//!   buffer, TOP_SP, device memory) are `EOPNOTSUPP`, anything else (a core the device
+//!   does not have included) `EINVAL`.
 //!
 //! [`Accounting`]: crate::Accounting
 
@@ -173,7 +174,11 @@ pub(crate) fn resource_mmap_info(st: &mut State, call: &Call<'_, '_>) -> Outcome
     let id = rec.get32(rmi::BLOCK_ID);
     let resource = rec.get32(rmi::RESOURCE);
     let dev = device(st, call)?;
-    if block == BLOCK_TPB && resource == RESOURCE_SEMAPHORE && id < dev.cores {
+    if block == BLOCK_TPB && resource == RESOURCE_SEMAPHORE {
+        if id >= dev.cores {
+            // No entry of the driver's table names a core the device does not have.
+            return errno(libc::EINVAL);
+        }
         publish(dev, id).map_err(Fail::Errno)?;
         rec.set(rmi::OFFSET, block_offset(id));
         rec.set(rmi::SIZE, SEM_BLOCK_SIZE);
