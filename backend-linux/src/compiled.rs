@@ -10,7 +10,7 @@ use nrt_core::driver::SubgraphImage;
 use serde_json::Value;
 
 use crate::error::LinuxError;
-use crate::resources::{chunk_info, free_chunk};
+use crate::resources::{FileKind, StagedFile, chunk_info, free_chunk};
 use crate::sys::{self, AllocParams, DeviceFd, MemForm, MemLocation, MemType};
 
 const OP: &str = "stage_subgraph";
@@ -28,32 +28,6 @@ pub(crate) const ENGINE_STREAMS: [(&str, &str); 5] = [
 const STREAM_ALIGN: u64 = 4096;
 /// Alignment of constants whose variable states none.
 const CONSTANT_ALIGN: u64 = 64;
-
-/// What a staged file holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileKind {
-    /// An engine's instruction stream (`CODE_DEVICE`).
-    Stream,
-    /// A constant array (`CONSTANTS_DEVICE`).
-    Constant,
-}
-
-/// One file of a compiler NEFF's subgraph staged in device memory.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StagedFile {
-    /// Stream or constant.
-    pub kind: FileKind,
-    /// The engine (`PE`, `Activation`, `Pool`, `DVE`, `SP`) of a stream, the `def.json`
-    /// variable name of a constant.
-    pub name: String,
-    /// The subgraph member it came from.
-    pub file: String,
-    /// Bytes written (a constant's array data, without the `.npy` header).
-    pub bytes: u64,
-    /// The chunk's PA.
-    pub pa: u64,
-    pub(crate) handle: u64,
-}
 
 /// One file to stage.
 #[derive(Debug, PartialEq, Eq)]

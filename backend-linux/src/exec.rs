@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use nrt_core::driver::{Binding, ExecRequest, StagedModel, SubgraphImage};
 use nrt_core::io::TensorUsage;
 
-use crate::compiled::{self, StagedFile};
+use crate::compiled;
 use crate::driver::LinuxDriver;
 use crate::error::LinuxError;
 use crate::image::{self, DescBinding, EncodeError, Side};
-use crate::resources::{CoreSlot, Staged, chunk_info, free_chunk, semaphore};
+use crate::resources::{CoreSlot, Staged, StagedFile, chunk_info, free_chunk, semaphore};
 use crate::sys::{self, AllocParams, DeviceFd, MemForm, MemLocation, MemType};
 
 /// Why a compiler NEFF cannot be executed by this backend.

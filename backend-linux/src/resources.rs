@@ -7,7 +7,6 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use crate::compiled::StagedFile;
 use crate::error::LinuxError;
 use crate::sys::{self, DeviceFd, Mapping};
 
@@ -131,4 +130,30 @@ pub(crate) struct Staged {
     /// A compiler NEFF's instruction streams and constants, each in its own chunk.
     pub(crate) files: Vec<StagedFile>,
     pub(crate) stopped: AtomicBool,
+}
+
+/// What a staged file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// An engine's instruction stream (`CODE_DEVICE`).
+    Stream,
+    /// A constant array (`CONSTANTS_DEVICE`).
+    Constant,
+}
+
+/// One file of a compiler NEFF's subgraph staged in device memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedFile {
+    /// Stream or constant.
+    pub kind: FileKind,
+    /// The engine (`PE`, `Activation`, `Pool`, `DVE`, `SP`) of a stream, the `def.json`
+    /// variable name of a constant.
+    pub name: String,
+    /// The subgraph member it came from.
+    pub file: String,
+    /// Bytes written (a constant's array data, without the `.npy` header).
+    pub bytes: u64,
+    /// The chunk's PA.
+    pub pa: u64,
+    pub(crate) handle: u64,
 }

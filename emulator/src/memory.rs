@@ -9,7 +9,9 @@ use std::sync::Arc;
 use nrt_core::driver::{Driver, DriverError, ErrorKind};
 use nrt_sim::{Instance, SimDriver, SimMachine};
 
-use crate::state::{Backing, Chunk, DEVICE_PA_BASE, Device, MAX_NC_PER_DEVICE, PAGE};
+use crate::state::{
+    Backing, Chunk, DEVICE_PA_BASE, Device, MAX_NC_PER_DEVICE, PAGE, SEM_BLOCK_BASE,
+};
 
 /// What an allocation asks for.
 #[derive(Clone, Copy, Debug)]
@@ -121,7 +123,7 @@ fn host_alloc(dev: &mut Device, size: u64) -> Result<u64, i32> {
         cursor = cursor.max(end);
     }
     let end = cursor.checked_add(size).ok_or(libc::ENOMEM)?;
-    if end > crate::handlers::SEM_BLOCK_BASE {
+    if end > SEM_BLOCK_BASE {
         // The cores' semaphore blocks live above.
         return Err(libc::ENOMEM);
     }

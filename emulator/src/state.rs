@@ -22,6 +22,9 @@ pub(crate) const MAX_NC_PER_DEVICE: u32 = 8;
 /// Device chunks get PAs from here on (host chunks' PAs are offsets in the node's file, far
 /// below).
 pub(crate) const DEVICE_PA_BASE: u64 = 1 << 48;
+/// Where the cores' semaphore blocks (`RESOURCE_MMAP_INFO`) start in the node's file: far
+/// above any host chunk (host allocation stops below it).
+pub(crate) const SEM_BLOCK_BASE: u64 = 1 << 40;
 /// `PAGE_SIZE`: chunk sizes are rounded up to it, host chunks are aligned to it.
 pub(crate) const PAGE: u64 = 4096;
 

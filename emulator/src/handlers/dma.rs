@@ -36,7 +36,9 @@ use crate::abi::layouts::{
 };
 use crate::abi::{Rec, requests as rq};
 use crate::memory;
-use crate::state::{Device, DmaQueue, EVENTS, MAX_NC_PER_DEVICE, SEMAPHORES, State};
+use crate::state::{
+    Device, DmaQueue, EVENTS, MAX_NC_PER_DEVICE, SEM_BLOCK_BASE, SEMAPHORES, State,
+};
 
 /// `NUM_DMA_ENG_PER_DEVICE`.
 pub(crate) const DMA_ENGINES: u32 = 132;
@@ -49,9 +51,6 @@ pub(crate) const DESC_SIZE: u64 = 16;
 /// `UDMA_QUEUE_ADDR_BYTE_ALIGNMENT`.
 const RING_ALIGN: u64 = 256;
 
-/// Where the cores' semaphore blocks start in the node's file (far above any host chunk:
-/// host allocation stops below it).
-pub(crate) const SEM_BLOCK_BASE: u64 = 1 << 40;
 /// Bytes of one core's block (`V2_MMAP_NC_SEMA_SIZE`, `V3_MMAP_NC_SEMA_SIZE`).
 pub(crate) const SEM_BLOCK_SIZE: u64 = 0x2000;
 /// Offset of semaphore 0's value in a block.

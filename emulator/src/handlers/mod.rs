@@ -24,7 +24,6 @@ use std::sync::Arc;
 use nrt_sim::SimMachine;
 
 pub(crate) use call::{Call, Fail, Outcome, errno};
-pub(crate) use dma::SEM_BLOCK_BASE;
 pub(crate) use misc::arch_number;
 pub use misc::{FEATURE_FLAGS, PCI_REVISION};
 
