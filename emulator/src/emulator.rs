@@ -143,6 +143,16 @@ impl Emulator {
         }
     }
 
+    /// `len` bytes at physical address `pa` of device `device` (inside one host or device
+    /// chunk), for tests that check what a backend wrote; `None` when no chunk holds them.
+    pub fn read_memory(&self, device: u32, pa: u64, len: u64) -> Option<Vec<u8>> {
+        let mut st = self.state();
+        let dev = st.device(device)?;
+        crate::launch::read_pa(dev, pa, len)
+            .ok()
+            .map(|(_, bytes)| bytes)
+    }
+
     /// Asks [`Emulator::serve`] to return (at once if it is waiting, else after the
     /// notification it is serving).
     pub fn stop(&self) {

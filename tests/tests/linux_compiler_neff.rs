@@ -9,6 +9,7 @@ use std::sync::Arc;
 use nrt_core::NrtStatus;
 use nrt_core::Runtime;
 use nrt_core::driver::FaultInjector;
+use nrt_core::neff::{self, KeepMembers, ParseOptions};
 use nrt_core::tensor::{TensorPlacement, TensorSet};
 use nrt_emu::{InProcess, InProcessConfig};
 use nrt_host::CapturingHost;
@@ -76,8 +77,27 @@ fn the_compiler_fixture_is_staged_refused_at_execute_and_freed_at_unload() {
             staged.iter().map(|(pnc, _)| *pnc).collect::<Vec<_>>(),
             [0, 1]
         );
-        for (_, files) in &staged {
+        let parsed = neff::parse(
+            &neff,
+            &ParseOptions {
+                keep: KeepMembers::All,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for ((_, files), sg) in staged.iter().zip(&parsed.subgraphs) {
             assert_eq!(summary(files), expected_files());
+            // On the device: each stream byte for byte, each constant without its 128-byte
+            // `.npy` header.
+            for f in files {
+                let member = sg.member(&f.file).unwrap();
+                let want = match f.kind {
+                    FileKind::Stream => member,
+                    FileKind::Constant => &member[128..],
+                };
+                let got = emu.emulator().read_memory(0, f.pa, f.bytes).unwrap();
+                assert!(got == want, "{} of {}", f.file, sg.name);
+            }
         }
         // The emulator sees 5 code chunks and 1 constants chunk per subgraph, page-rounded.
         let during = emu.accounting();
