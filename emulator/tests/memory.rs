@@ -26,6 +26,12 @@ fn device_alloc_copy_memset_free_round_trip() {
         assert_eq!(r, Ok(0));
         assert_eq!((size, host), (12288, 0));
         assert!(pa >= 1 << 48 && pa % 4096 == 0, "{pa:#x}");
+        // The driver writes the chunk's kernel address over `mem_handle`, and the owner's pid.
+        let mut e = [0u8; 48];
+        put64(&mut e, 0, a);
+        assert_eq!(ioctl(&fd, MEM_GET_EXTENDED_INFO, &mut e), Ok(0));
+        assert_eq!(get64(&e, 0), 0xffff_8880_0000_0000 | a << 8);
+        assert_eq!(get64(&e, 32), u64::from(std::process::id()));
         let acc = emu.accounting();
         assert_eq!((acc.allocations, acc.allocated_bytes), (2, 12288 + 8192));
 

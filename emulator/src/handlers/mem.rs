@@ -129,9 +129,15 @@ pub(crate) fn free(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     Ok(0)
 }
 
+/// A kernel-looking address standing for the `struct mem_chunk *` of handle `handle`.
+fn chunk_pointer(handle: u64) -> u64 {
+    0xffff_8880_0000_0000 | (handle << 8)
+}
+
 /// `MEM_GET_EXTENDED_INFO`: pa, host_memory, size, mmap_offset (= pa), pid; `version` is
-/// copied back as it came. An unknown handle returns **positive** `EINVAL` (22) as the
-/// ioctl's value, as the driver's `return EINVAL;` does.
+/// copied back as it came. Like the driver (`local.mem_handle = (u64)mc`), it overwrites
+/// `mem_handle` with the chunk's kernel address, not the handle. An unknown handle returns
+/// **positive** `EINVAL` (22) as the ioctl's value, as the driver's `return EINVAL;` does.
 pub(crate) fn extended_info(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     let mut rec = call.read_arg(&ext::LAYOUT)?;
     let dev = device(st, call.device)?;
@@ -143,6 +149,7 @@ pub(crate) fn extended_info(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     rec.set(ext::SIZE, c.size);
     rec.set(ext::MMAP_OFFSET, c.pa);
     rec.set(ext::PID, u64::from(c.owner));
+    rec.set(ext::MEM_HANDLE, chunk_pointer(rec.get(ext::MEM_HANDLE)));
     call.write_arg(&rec)?;
     Ok(0)
 }
