@@ -88,6 +88,42 @@ pub(crate) fn reset_cores(
     reset_outcome(ready.result, node)
 }
 
+/// The core's semaphore block (`RESOURCE_MMAP_INFO` of block TPB `nc`, resource SEMAPHORE),
+/// mapped read-only at the offset and size the driver gives (its mmap handler wants both
+/// exactly); `None` when the block has no room for the semaphore values (the V1 table gives
+/// size 0).
+fn map_semaphores(fd: &DeviceFd, nc: u32) -> Result<Option<Mapping>, LinuxError> {
+    let mut info = sys::ResourceMmapInfo {
+        block: sys::NEURON_DM_BLOCK_TPB,
+        block_id: nc,
+        resource: sys::NEURON_DM_RESOURCE_SEMAPHORE,
+        ..Default::default()
+    };
+    match sys::ioctl(fd, sys::RESOURCE_MMAP_INFO, &mut info) {
+        Ok(0) => {}
+        Ok(ret) => {
+            return Err(LinuxError::io(
+                "RESOURCE_MMAP_INFO",
+                sys::positive_return(ret),
+            ));
+        }
+        Err(e) => return Err(LinuxError::io("RESOURCE_MMAP_INFO", e)),
+    }
+    let need = (image::SEM_BLOCK_VALUES + image::SEMAPHORES * 4) as u64;
+    if info.size < need {
+        return Ok(None);
+    }
+    if info.size > image::SEM_BLOCK_MAX {
+        return Err(LinuxError::invalid(
+            "RESOURCE_MMAP_INFO",
+            format!("a semaphore block of {} bytes", info.size),
+        ));
+    }
+    Mapping::map(fd, info.offset, info.size as usize, false)
+        .map(Some)
+        .map_err(|e| LinuxError::io("mmap semaphore block", e))
+}
+
 /// Brings up core `nc` of device `node` (`pnc` relative to the base node):
 /// `CINIT_SET_STATE` STARTED, the notification queue, the mailbox and its semaphores, then
 /// COMPLETED when this call started the core's init.
@@ -156,6 +192,14 @@ fn bring_up(
             return Err(e);
         }
     };
+    let semaphores = match map_semaphores(fd, nc) {
+        Ok(m) => m,
+        Err(e) => {
+            drop(mailbox);
+            let _ = free_chunk(fd, mailbox_handle);
+            return Err(e);
+        }
+    };
     let slot = CoreSlot {
         pnc,
         node,
@@ -164,6 +208,7 @@ fn bring_up(
         nq: nq_map,
         mailbox,
         mailbox_handle,
+        semaphores,
         launch: Mutex::new(0),
     };
     let published = semaphore(

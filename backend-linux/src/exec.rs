@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use nrt_core::driver::{Binding, ExecRequest, StagedModel, SubgraphImage};
 use nrt_core::io::TensorUsage;
 
+use crate::compiled;
 use crate::driver::LinuxDriver;
 use crate::error::LinuxError;
 use crate::image::{self, DescBinding, EncodeError, Side};
-use crate::resources::{CoreSlot, Staged, chunk_info, free_chunk, semaphore};
+use crate::resources::{CoreSlot, Staged, StagedFile, chunk_info, free_chunk, semaphore};
 use crate::sys::{self, AllocParams, DeviceFd, MemForm, MemLocation, MemType};
 
 /// Why a compiler NEFF cannot be executed by this backend.
@@ -116,7 +117,7 @@ impl LinuxDriver {
             .ok_or_else(|| LinuxError::invalid(OP, "the core is not initialised (init_cores)"))?;
         let form = self.mem_form()?;
         let device = slot.node - self.discovered(&mut self.state())?.base;
-        let uuid = image::model_uuid(image.model);
+        let uuid = image::core_lock_id(&image.uuid, image.model);
         let bytes = match image.program {
             Some(program) => Some(
                 image::stage_image(
@@ -136,11 +137,16 @@ impl LinuxDriver {
             ),
             None => None,
         };
+        // A compiler NEFF: its streams and constants (nothing for an image without files).
+        let items = match image.program {
+            Some(_) => Vec::new(),
+            None => compiled::plan(image)?,
+        };
         let fd = &slot.fd;
         writer_enter(fd, slot.nc, &uuid)?;
         let written = match &bytes {
-            Some(b) => write_image(fd, form, slot.nc, b).map(Some),
-            None => Ok(None),
+            Some(b) => write_image(fd, form, slot.nc, b).map(|c| (Some(c), Vec::new())),
+            None => compiled::place(fd, form, slot.nc, &items).map(|files| (None, files)),
         };
         // Leave the model current with no reference held: executions take their own.
         let unlocked = call(
@@ -153,12 +159,13 @@ impl LinuxDriver {
                 crwl(fd, sys::CRWL_READER_EXIT, slot.nc, &uuid),
             )
         });
-        let image_chunk = match (written, unlocked) {
-            (Ok(chunk), Ok(())) => chunk,
-            (Ok(chunk), Err(e)) => {
+        let (image_chunk, files) = match (written, unlocked) {
+            (Ok(staged), Ok(())) => staged,
+            (Ok((chunk, files)), Err(e)) => {
                 if let Some((handle, _)) = chunk {
                     let _ = free_chunk(fd, handle);
                 }
+                let _ = compiled::free_all(fd, &files);
                 return Err(e);
             }
             (Err(e), _) => return Err(e),
@@ -171,6 +178,7 @@ impl LinuxDriver {
             fd: Arc::clone(fd),
             uuid,
             image: image_chunk,
+            files,
             stopped: AtomicBool::new(false),
         };
         self.staged
@@ -209,10 +217,21 @@ impl LinuxDriver {
         };
         let staged =
             removed.ok_or_else(|| LinuxError::invalid("unstage_model", "no such staged model"))?;
+        let files = compiled::free_all(&staged.fd, &staged.files);
         match staged.image {
-            Some((handle, _)) => free_chunk(&staged.fd, handle),
-            None => Ok(()),
+            Some((handle, _)) => free_chunk(&staged.fd, handle).and(files),
+            None => files,
         }
+    }
+
+    /// What each live staged subgraph of a compiler NEFF holds in device memory, by physical
+    /// core: its instruction streams and constants (empty for a simulator-program image).
+    pub fn staged_files(&self) -> Vec<(u32, Vec<StagedFile>)> {
+        let table = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<(u32, Vec<StagedFile>)> =
+            table.values().map(|s| (s.pnc, s.files.clone())).collect();
+        out.sort_by_key(|(pnc, _)| *pnc);
+        out
     }
 
     pub(crate) fn run(&self, request: &ExecRequest<'_>) -> Result<(), LinuxError> {
@@ -284,6 +303,7 @@ fn launch(
     let descriptor = image::exec_descriptor(seq, image_pa, timeout_secs.unwrap_or(0), bindings)
         .map_err(|e| encode_error(OP, e))?;
     reader_enter(&slot.fd, slot.nc, &staged.uuid)?;
+    let completed_before = slot.mapped_semaphore(image::SEM_COMPLETED);
     let result = (|| {
         if !slot.mailbox.write_bytes(0, &descriptor) {
             return Err(LinuxError::invalid(
@@ -302,8 +322,25 @@ fn launch(
         // The device has the launch: its seq is used whatever happens next.
         *last_seq = seq;
         let secs = u64::from(timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)) + HOST_GRACE_SECS;
-        let status = wait(slot, seq, Duration::from_secs(secs))
-            .ok_or_else(|| LinuxError::no_completion(OP, slot.pnc, secs))?;
+        let start = Instant::now();
+        let limit = Duration::from_secs(secs);
+        let status =
+            wait(slot, seq, limit).ok_or_else(|| LinuxError::no_completion(OP, slot.pnc, secs))?;
+        if let Some(before) = completed_before {
+            // The device also counts the completion in SEM_COMPLETED: read through the
+            // mapped semaphore block, it must move past its value before the doorbell.
+            let left = limit.saturating_sub(start.elapsed());
+            if !wait_advanced(slot, before, left) {
+                return Err(LinuxError::io(
+                    OP,
+                    std::io::Error::other(format!(
+                        "launch {seq} on core {} was notified but SEM_COMPLETED stayed at \
+                         {before}",
+                        slot.pnc
+                    )),
+                ));
+            }
+        }
         if status == image::STATUS_OK {
             return Ok(());
         }
@@ -320,6 +357,23 @@ fn launch(
         crwl(&slot.fd, sys::CRWL_READER_EXIT, slot.nc, &staged.uuid),
     );
     result.and(exited)
+}
+
+/// Polls the mapped `SEM_COMPLETED` until it differs from `before` (volatile loads); false
+/// past `limit`.
+fn wait_advanced(slot: &CoreSlot, before: u32, limit: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        match slot.mapped_semaphore(image::SEM_COMPLETED) {
+            Some(v) if v != before => return true,
+            None => return true,
+            Some(_) => {}
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
 }
 
 /// Polls the notification slot of `seq` until it holds `seq` (volatile loads), then returns

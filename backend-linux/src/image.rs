@@ -35,6 +35,17 @@ pub(crate) const SEM_MAILBOX_LO: u32 = 250;
 pub(crate) const SEM_MAILBOX_HI: u32 = 251;
 /// The doorbell semaphore.
 pub(crate) const SEM_DOORBELL: u32 = 252;
+/// The semaphore the device increments once per completed launch.
+pub(crate) const SEM_COMPLETED: u32 = 253;
+
+/// Offset of semaphore 0's value (its read register) in a core's mapped semaphore block
+/// (`RESOURCE_MMAP_INFO` TPB / SEMAPHORE): the driver's V2 and V3 address maps put the
+/// event registers first and the semaphore read registers 0x1000 bytes in, 4 bytes each.
+pub(crate) const SEM_BLOCK_VALUES: usize = 0x1000;
+/// Semaphores per core.
+pub(crate) const SEMAPHORES: usize = 256;
+/// Largest semaphore block the backend maps (the V2/V3 blocks are 8 KiB).
+pub(crate) const SEM_BLOCK_MAX: u64 = 1 << 20;
 
 /// Execution status: completed.
 pub(crate) const STATUS_OK: u32 = 0;
@@ -156,9 +167,23 @@ pub(crate) fn failure_message(area: &[u8]) -> String {
     String::from_utf8_lossy(area.get(..end).unwrap_or(&[])).into_owned()
 }
 
-/// The 32-byte core-lock id of a model: the SubgraphImage carries no NEFF uuid, so a stable
-/// id from the model's name: four FNV-1a 64-bit hashes of `"nrt-linux\0" + name`, each from
-/// a different offset basis (the standard one, then +1, +2, +3), little-endian.
+/// The 32-byte core-lock id (`struct neuron_uuid`) of a model: bytes 0–15 are the NEFF
+/// header's 16-byte UUID, bytes 16–31 zero. An image with an all-zero UUID (no NEFF behind it,
+/// or a NEFF that names none) gets [`model_uuid`] of its name instead.
+pub(crate) fn core_lock_id(neff_uuid: &[u8; 16], model: &str) -> [u8; 32] {
+    if neff_uuid.iter().all(|&b| b == 0) {
+        return model_uuid(model);
+    }
+    let mut out = [0u8; 32];
+    if let Some(head) = out.get_mut(..16) {
+        head.copy_from_slice(neff_uuid);
+    }
+    out
+}
+
+/// A stable id from the model's name, for images without a NEFF UUID: four FNV-1a 64-bit
+/// hashes of `"nrt-linux\0" + name`, each from a different offset basis (the standard one,
+/// then +1, +2, +3), little-endian.
 pub(crate) fn model_uuid(model: &str) -> [u8; 32] {
     const BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -279,6 +304,15 @@ mod tests {
         let long = vec![b'x'; MESSAGE_MAX + 10];
         assert_eq!(failure_message(&long).len(), MESSAGE_MAX);
         assert_eq!(failure_message(&[0xff, b'a', 0]), "\u{fffd}a");
+    }
+
+    #[test]
+    fn the_core_lock_id_is_the_neff_uuid_then_zeros() {
+        let uuid: [u8; 16] = core::array::from_fn(|i| i as u8 + 1);
+        let id = core_lock_id(&uuid, "resnet");
+        assert_eq!(&id[..16], &uuid);
+        assert_eq!(&id[16..], &[0u8; 16]);
+        assert_eq!(core_lock_id(&[0; 16], "resnet"), model_uuid("resnet"));
     }
 
     #[test]

@@ -9,15 +9,15 @@
 //! | `driver_version` | parse `/sys/module/neuron/version` (`2.24.7.0` → 2.24); no ioctl returns it |
 //! | `compatible_version` | `COMPATIBLE_VERSION` |
 //! | `reserve_cores` / `release_cores` | `CRWL_NC_RANGE_MARK_EXT0` / `UNMARK_EXT0` when `DRIVER_INFO_GET` reports `BIG_CORE_MAPS`, else the legacy 64-core `CRWL_NC_RANGE_MARK` / `UNMARK` (a driver without `DRIVER_INFO_GET` has no flags); `EBUSY` is "unavailable" with the driver's longest free run |
-//! | `init_cores` | open each device holding the cores `O_RDWR` (attaching the process); with `reset_cores`, `NC_RESET` + `NC_RESET_READY` (waiting on the request id the driver wrote back: the process's tgid in the driver's PID namespace; a failed or interrupted wait, reported in `result`, is an error); then per core `CINIT_SET_STATE` STARTED, `NOTIFICATIONS_INIT_V2` (4 KiB host queue, mapped read-only), a 64 KiB mailbox (`MEM_ALLOC_V2MT64` `MISC_HOST`, `MEM_GET_EXTENDED_INFO`, mapped read/write), its PA in semaphores 250/251 (`SEMAPHORE_WRITE`), `CINIT_SET_STATE` COMPLETED (when this call started the core's init) |
+//! | `init_cores` | open each device holding the cores `O_RDWR` (attaching the process); with `reset_cores`, `NC_RESET` + `NC_RESET_READY` (waiting on the request id the driver wrote back: the process's tgid in the driver's PID namespace; a failed or interrupted wait, reported in `result`, is an error); then per core `CINIT_SET_STATE` STARTED, `NOTIFICATIONS_INIT_V2` (4 KiB host queue, mapped read-only), a 64 KiB mailbox (`MEM_ALLOC_V2MT64` `MISC_HOST`, `MEM_GET_EXTENDED_INFO`, mapped read/write), the core's semaphore block (`RESOURCE_MMAP_INFO` TPB / SEMAPHORE, mapped read-only), the mailbox PA in semaphores 250/251 (`SEMAPHORE_WRITE`), `CINIT_SET_STATE` COMPLETED (when this call started the core's init) |
 //! | `start_exec_ready` | a no-op: the launch convention needs no exec-ready program |
-//! | `shutdown_cores` | unmap each core's queue and mailbox, `MEM_FREE` the mailbox, close the `O_RDWR` fds nothing else uses (device memory and staged models keep theirs) |
-//! | `stage_subgraph` | under the core's model lock (`CRWL_WRITER_ENTER` with a 32-byte id derived from the model name, `CRWL_WRITER_DOWNGRADE`, `CRWL_READER_EXIT`), write the stage image into a `CODE_DEVICE` chunk (`MEM_ALLOC_V2MT64`, `MEM_BUF_COPY64`, `MEM_GET_EXTENDED_INFO`); a compiler NEFF only takes the lock |
-//! | `stop_model` / `unstage_model` | mark stopped / `MEM_FREE` the image chunk |
+//! | `shutdown_cores` | unmap each core's queue, mailbox and semaphore block, `MEM_FREE` the mailbox, close the `O_RDWR` fds nothing else uses (device memory and staged models keep theirs) |
+//! | `stage_subgraph` | under the core's model lock (`CRWL_WRITER_ENTER` with a 32-byte id: the NEFF's 16-byte UUID then 16 zero bytes, `CRWL_WRITER_DOWNGRADE`, `CRWL_READER_EXIT`), write the stage image into a `CODE_DEVICE` chunk (`MEM_ALLOC_V2MT64`, `MEM_BUF_COPY64`, `MEM_GET_EXTENDED_INFO`); for a compiler NEFF, each engine stream `def.json` names into its own `CODE_DEVICE` chunk and each `file` variable's array (`.npy` header stripped) into a `CONSTANTS_DEVICE` chunk ([`LinuxDriver::staged_files`] lists them) |
+//! | `stop_model` / `unstage_model` | mark stopped / `MEM_FREE` the image chunk, or every stream and constant chunk |
 //! | `alloc_device` / `free_device` | `MEM_ALLOC_V2MT64` (`TENSORS_DEVICE`, HBM 0, 64-byte aligned) + `MEM_GET_EXTENDED_INFO`: the buffer's address is the chunk's PA / `MEM_FREE` |
 //! | `write_device` / `read_device` | `MEM_BUF_COPY64` (at most 1 GiB a request) |
 //! | `copy_device` / `memset_device` | `MEM_COPY64` (through host memory between devices) / `MEMSET64` |
-//! | `submit` | per subgraph, under the core's launch lock and a read reference of its model lock (`CRWL_READER_ENTER`, or `WRITER_ENTER` + `DOWNGRADE` when another model is current; `CRWL_READER_EXIT` after): the execution descriptor into the mailbox, `SEMAPHORE_INCREMENT` of the doorbell (252), the notification slot polled with volatile loads until it holds the launch's `seq` (bounded by the timeout + 10 s), its status mapped to an error kind with the device's failure message; a compiler NEFF is `Unsupported` (its start/complete protocol and instruction encoding are not public) |
+//! | `submit` | per subgraph, under the core's launch lock and a read reference of its model lock (`CRWL_READER_ENTER`, or `WRITER_ENTER` + `DOWNGRADE` when another model is current; `CRWL_READER_EXIT` after): the execution descriptor into the mailbox, `SEMAPHORE_INCREMENT` of the doorbell (252), the notification slot polled with volatile loads until it holds the launch's `seq` (bounded by the timeout + 10 s), then `SEM_COMPLETED` (253) through the mapped semaphore block until it moved, its status mapped to an error kind with the device's failure message; a compiler NEFF is `Unsupported` (its start/complete protocol and instruction encoding are not public) |
 //! | `override_hw_revision` | a no-op |
 //!
 //! Without `MEM_ALLOC64` in the feature flags the memory requests fall back to their older
@@ -39,11 +39,14 @@
 //!
 //! # Not covered
 //!
-//! * Executing compiler NEFFs: `submit` refuses them (see above). Their instruction streams
-//!   are not copied to the device (`DMA_COPY_DESCRIPTORS64` / `PROGRAM_ENGINE_NC64`): where
-//!   they go and how an engine is started on them is the same unpublished protocol.
-//! * DMA rings and queues (`DMA_QUEUE_INIT_BATCH`): the launch convention moves no data by
-//!   DMA queue, and the driver's own copies (`MEM_BUF_COPY*`, `MEM_COPY*`) set up theirs.
+//! * Executing compiler NEFFs: `submit` refuses them (see above); their streams and constants
+//!   are staged in device memory, but no engine is programmed or started on them
+//!   (`PROGRAM_ENGINE_NC64` needs the engines' unpublished instruction addresses).
+//! * DMA rings and queues (`DMA_QUEUE_INIT_BATCH`, `DMA_COPY_DESCRIPTORS64`): the backend moves
+//!   every byte through the driver's own copies (which use the driver's H2T queue), and the
+//!   compiler fixture carries no static descriptors (its engine JSONs' `dma` lists are empty;
+//!   its queues are dynamic, filled by the engines): see docs/LINUX_BACKEND.md.
+//! * A scratchpad: no `def.json` key for a DRAM scratch size is known (the fixture has none).
 //! * Containers that expose non-consecutive device nodes (only the first consecutive run is
 //!   used, reported through the soft-incompatibility callback), `HOST_DEVICE_ID` mapping.
 //! * Nothing here has been validated on Neuron hardware yet; on hardware a launch gets no
@@ -54,6 +57,7 @@
 #![cfg(target_os = "linux")]
 
 mod bringup;
+mod compiled;
 mod driver;
 mod error;
 mod exec;
@@ -66,4 +70,5 @@ mod sysfs;
 
 pub use driver::{DEFAULT_DEV_DIR, DEFAULT_SYSFS_ROOT, LinuxDriver};
 pub use error::LinuxError;
+pub use resources::{FileKind, StagedFile};
 pub use sysfs::parse_driver_version;

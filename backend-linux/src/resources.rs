@@ -25,6 +25,9 @@ pub(crate) struct CoreSlot {
     /// The mailbox host chunk, mapped read/write.
     pub(crate) mailbox: Mapping,
     pub(crate) mailbox_handle: u64,
+    /// The core's semaphore block, mapped read-only; `None` where the driver's table gives
+    /// it no room for the semaphore values (V1).
+    pub(crate) semaphores: Option<Mapping>,
     /// The `seq` of the core's last launch; the lock serialises launches on the core.
     pub(crate) launch: Mutex<u64>,
 }
@@ -38,11 +41,21 @@ impl CoreSlot {
             nq,
             mailbox,
             mailbox_handle,
+            semaphores,
             ..
         } = self;
+        drop(semaphores);
         drop(nq);
         drop(mailbox);
         free_chunk(&fd, mailbox_handle)
+    }
+}
+
+impl CoreSlot {
+    /// Semaphore `index` read through the mapped block (volatile), if mapped.
+    pub(crate) fn mapped_semaphore(&self, index: u32) -> Option<u32> {
+        let at = crate::image::SEM_BLOCK_VALUES.checked_add(index as usize * 4)?;
+        self.semaphores.as_ref()?.read_u32(at)
     }
 }
 
@@ -114,5 +127,33 @@ pub(crate) struct Staged {
     pub(crate) uuid: [u8; 32],
     /// The stage image chunk (handle, PA); `None` for a compiler NEFF.
     pub(crate) image: Option<(u64, u64)>,
+    /// A compiler NEFF's instruction streams and constants, each in its own chunk.
+    pub(crate) files: Vec<StagedFile>,
     pub(crate) stopped: AtomicBool,
+}
+
+/// What a staged file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// An engine's instruction stream (`CODE_DEVICE`).
+    Stream,
+    /// A constant array (`CONSTANTS_DEVICE`).
+    Constant,
+}
+
+/// One file of a compiler NEFF's subgraph staged in device memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedFile {
+    /// Stream or constant.
+    pub kind: FileKind,
+    /// The engine (`PE`, `Activation`, `Pool`, `DVE`, `SP`) of a stream, the `def.json`
+    /// variable name of a constant.
+    pub name: String,
+    /// The subgraph member it came from.
+    pub file: String,
+    /// Bytes written (a constant's array data, without the `.npy` header).
+    pub bytes: u64,
+    /// The chunk's PA.
+    pub pa: u64,
+    pub(crate) handle: u64,
 }

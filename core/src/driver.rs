@@ -122,10 +122,27 @@ pub struct SubgraphImage<'a> {
     pub model: &'a str,
     /// The simulator program carried by the NEFF, if any (compiler NEFFs have none).
     pub program: Option<&'a [u8]>,
+    /// The NEFF header's UUID (all zero where no NEFF is behind the image).
+    pub uuid: [u8; 16],
+    /// The subgraph directory's members, in archive order (see [`SubgraphImage::file`]);
+    /// empty where no NEFF is behind the image.
+    #[cfg(feature = "alloc")]
+    pub files: &'a [crate::neff::SubgraphMember],
     /// The model's I/O table: the backend maps each I/O index of a [`Binding`] to its own slot
     /// from it, once, here.
     #[cfg(feature = "alloc")]
     pub io: &'a crate::io::IoTable,
+}
+
+#[cfg(feature = "alloc")]
+impl<'a> SubgraphImage<'a> {
+    /// The kept bytes of member `name` of the subgraph directory (`PE.bin`, `def.json`, …).
+    pub fn file(&self, name: &str) -> Option<&'a [u8]> {
+        self.files
+            .iter()
+            .find(|m| m.name == name)
+            .and_then(|m| m.data.as_deref())
+    }
 }
 
 /// One tensor bound for an execution: the model tensor at I/O index `index` (on the side of

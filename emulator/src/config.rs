@@ -93,6 +93,9 @@ pub struct Accounting {
     pub launch_failures: u64,
     /// Driver ioctls served, by request number.
     pub per_request: BTreeMap<u32, u64>,
+    /// Live memory chunks allocated with a `mem_type` (`NEURON_MEMALLOC_TYPE_*`), by type:
+    /// (chunks, bytes; sizes rounded up to pages as the driver does).
+    pub by_mem_type: BTreeMap<u32, (u64, u64)>,
 }
 
 impl fmt::Display for Accounting {

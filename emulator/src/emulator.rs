@@ -132,7 +132,28 @@ impl Emulator {
             launches: st.counters.launches,
             launch_failures: st.counters.launch_failures,
             per_request: st.counters.per_request.clone(),
+            by_mem_type: st
+                .devices
+                .iter()
+                .flat_map(|d| d.chunks.values())
+                .filter_map(|c| c.mem_type.map(|t| (t, c.size)))
+                .fold(BTreeMap::new(), |mut m, (t, size)| {
+                    let e: &mut (u64, u64) = m.entry(t).or_default();
+                    e.0 += 1;
+                    e.1 += size;
+                    m
+                }),
         }
+    }
+
+    /// `len` bytes at physical address `pa` of device `device` (inside one host or device
+    /// chunk), for tests that check what a backend wrote; `None` when no chunk holds them.
+    pub fn read_memory(&self, device: u32, pa: u64, len: u64) -> Option<Vec<u8>> {
+        let mut st = self.state();
+        let dev = st.device(device)?;
+        crate::launch::read_pa(dev, pa, len)
+            .ok()
+            .map(|(_, bytes)| bytes)
     }
 
     /// Asks [`Emulator::serve`] to return (at once if it is waiting, else after the

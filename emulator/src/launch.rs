@@ -71,7 +71,7 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 }
 
 /// Reads `len` bytes at `pa`, which must lie in one chunk.
-fn read_pa(dev: &Device, pa: u64, len: u64) -> Result<(Chunk, Vec<u8>), String> {
+pub(crate) fn read_pa(dev: &Device, pa: u64, len: u64) -> Result<(Chunk, Vec<u8>), String> {
     let (_, chunk) = dev
         .chunk_at(pa)
         .ok_or_else(|| format!("no memory chunk at PA {pa:#x}"))?;
@@ -333,6 +333,8 @@ fn stage(
         name: "sg00",
         model: "nrt-emu",
         program: Some(program),
+        uuid: [0; 16],
+        files: &[],
         io: &io,
     };
     let sim = dev

@@ -15,6 +15,10 @@
 //!   `mmap(fd, mmap_offset)` maps the very bytes the emulator reads and writes. Device
 //!   chunks live in the simulated HBM, at PAs from 2^48 up.
 //! * The launch convention of `docs/LINUX_BACKEND.md` (version 1) runs simulator programs.
+//! * DMA queue set-up (`DMA_QUEUE_INIT(_BATCH)`, `DMA_QUEUE_RELEASE`,
+//!   `DMA_COPY_DESCRIPTORS64`) follows the driver's argument rules without running a DMA
+//!   engine; each core's semaphore block (`RESOURCE_MMAP_INFO`) lives in the node's file and
+//!   is kept equal to what the semaphore and event requests see, so its `mmap` works natively.
 //! * [`FaultPlan`] fails chosen requests; [`Accounting`] reports what is held and served.
 //! * [`InProcess`] serves threads of the test process itself for `cargo test`.
 //!

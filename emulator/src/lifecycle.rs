@@ -89,6 +89,8 @@ fn release_process(dev: &mut Device, tgid: u32) {
         let _ = memory::free(dev, handle);
     }
     dev.staged.retain(|_, s| s.owner != tgid);
+    // `ndmar_handle_process_exit`: the process's queues go back to the driver's dummy ring.
+    dev.dma_queues.retain(|_, q| q.owner != tgid);
     // Device-lifespan chunks of the process stay (they outlive it); their HBM stays with the
     // simulated driver, which is kept while it holds any.
     let holds_device_memory = dev.chunks.values().any(|c| c.owner == tgid && !c.is_host());

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use nrt_core::driver::{Driver, DriverError, ErrorKind};
 use nrt_sim::{Instance, SimDriver, SimMachine};
 
-use crate::state::{Backing, Chunk, DEVICE_PA_BASE, Device, MAX_NC_PER_DEVICE, PAGE};
+use crate::state::{
+    Backing, Chunk, DEVICE_PA_BASE, Device, MAX_NC_PER_DEVICE, PAGE, SEM_BLOCK_BASE,
+};
 
 /// What an allocation asks for.
 #[derive(Clone, Copy, Debug)]
@@ -20,6 +22,8 @@ pub(crate) struct AllocRequest {
     pub(crate) dram_channel: u32,
     pub(crate) nc_id: u32,
     pub(crate) device_lifespan: bool,
+    /// `mem_type` of the requests that carry one (`NEURON_MEMALLOC_TYPE_*`).
+    pub(crate) mem_type: Option<u32>,
 }
 
 /// HBM channels per device (`dram_channels` of the HAL).
@@ -102,6 +106,7 @@ pub(crate) fn alloc(
             pa,
             size,
             device_lifespan: r.device_lifespan,
+            mem_type: r.mem_type,
         },
     );
     Ok(handle)
@@ -118,6 +123,10 @@ fn host_alloc(dev: &mut Device, size: u64) -> Result<u64, i32> {
         cursor = cursor.max(end);
     }
     let end = cursor.checked_add(size).ok_or(libc::ENOMEM)?;
+    if end > SEM_BLOCK_BASE {
+        // The cores' semaphore blocks live above.
+        return Err(libc::ENOMEM);
+    }
     let len = dev.file.metadata().map_err(|_| libc::EIO)?.len();
     if len < end {
         dev.file.set_len(end).map_err(|_| libc::ENOMEM)?;

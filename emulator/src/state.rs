@@ -22,6 +22,9 @@ pub(crate) const MAX_NC_PER_DEVICE: u32 = 8;
 /// Device chunks get PAs from here on (host chunks' PAs are offsets in the node's file, far
 /// below).
 pub(crate) const DEVICE_PA_BASE: u64 = 1 << 48;
+/// Where the cores' semaphore blocks (`RESOURCE_MMAP_INFO`) start in the node's file: far
+/// above any host chunk (host allocation stops below it).
+pub(crate) const SEM_BLOCK_BASE: u64 = 1 << 40;
 /// `PAGE_SIZE`: chunk sizes are rounded up to it, host chunks are aligned to it.
 pub(crate) const PAGE: u64 = 4096;
 
@@ -51,6 +54,8 @@ pub(crate) struct Chunk {
     pub(crate) size: u64,
     /// Freed with the device's last opener rather than with the owner (notification queues).
     pub(crate) device_lifespan: bool,
+    /// The `mem_type` it was allocated with, where the request carries one.
+    pub(crate) mem_type: Option<u32>,
 }
 
 impl Chunk {
@@ -99,6 +104,19 @@ pub(crate) struct Device {
     pub(crate) resets: BTreeSet<u32>,
     /// Launch-convention stages by image PA.
     pub(crate) staged: BTreeMap<u64, Staged>,
+    /// DMA queues initialised by processes, by (engine, queue).
+    pub(crate) dma_queues: BTreeMap<(u32, u32), DmaQueue>,
+}
+
+/// One DMA queue as `DMA_QUEUE_INIT` left it: its rings are chunks of the owner (handles
+/// that named no chunk leave the ring unset, as the driver's lookup does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DmaQueue {
+    pub(crate) owner: u32,
+    pub(crate) tx_desc_count: u32,
+    pub(crate) rx_desc_count: u32,
+    pub(crate) tx: Option<u64>,
+    pub(crate) rx: Option<u64>,
 }
 
 impl Device {
@@ -122,6 +140,7 @@ impl Device {
             locks: vec![CoreLock::default(); n],
             resets: BTreeSet::new(),
             staged: BTreeMap::new(),
+            dma_queues: BTreeMap::new(),
         }
     }
 

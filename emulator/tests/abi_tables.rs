@@ -168,6 +168,11 @@ fn every_request_matches_the_json() {
         "NOTIFICATIONS_INIT_V2",
         "NOTIFICATIONS_INIT_WITH_REALLOC_V2",
         "HOST_DEVICE_ID",
+        "RESOURCE_MMAP_INFO",
+        "DMA_QUEUE_INIT",
+        "DMA_QUEUE_INIT_BATCH",
+        "DMA_QUEUE_RELEASE",
+        "DMA_COPY_DESCRIPTORS64",
     ] {
         let r = REQUESTS.iter().find(|r| r.name == name).unwrap();
         assert!(r.arg.is_some(), "{name} has no field table");

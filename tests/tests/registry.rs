@@ -41,6 +41,8 @@ fn staged_model(rt: &TestRuntime, name: &str) -> Model {
         name: "sg00",
         model: name,
         program: None,
+        uuid: [0; 16],
+        files: &[],
         io: &io,
     };
     let staged = rt.driver().inner().stage_subgraph(&image).unwrap();

@@ -168,6 +168,12 @@ pub const NEURON_CINIT_STATE_INVALID: u32 = 3;
 /// `struct neuron_uuid`: the 32-byte id of the model a core lock names.
 pub const NEURON_UUID_LEN: usize = 32;
 
+/// `enum neuron_dm_block_type`: `NEURON_DM_BLOCK_TPB` (a NeuronCore; `block_id` = core).
+pub const NEURON_DM_BLOCK_TPB: u32 = 0;
+/// `enum neuron_dm_resource_type`: `NEURON_DM_RESOURCE_SEMAPHORE` (the core's event and
+/// semaphore registers).
+pub const NEURON_DM_RESOURCE_SEMAPHORE: u32 = 0;
+
 /// `enum NQ_DEVICE_TYPE`: `NQ_DEVICE_TYPE_NEURON_CORE`.
 pub const NQ_DEVICE_TYPE_NEURON_CORE: u32 = 0;
 /// `enum NQ_TYPE`: `NQ_TYPE_NOTIFY`.
@@ -189,6 +195,8 @@ impl MemType {
     pub const CODE_DEVICE: Self = Self(8);
     /// `NEURON_MEMALLOC_TYPE_TENSORS_DEVICE`.
     pub const TENSORS_DEVICE: Self = Self(9);
+    /// `NEURON_MEMALLOC_TYPE_CONSTANTS_DEVICE`.
+    pub const CONSTANTS_DEVICE: Self = Self(10);
 }
 
 bitflags::bitflags! {

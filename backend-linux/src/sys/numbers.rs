@@ -3,7 +3,7 @@
 use core::mem::size_of;
 
 use super::mem::{MemAllocV2Mt, MemAllocV2Mt64, MemBufCopy64, MemCopy64, Memset64};
-use super::structs::{CrwlNcMapExt, DeviceDriverInfo};
+use super::structs::{CrwlNcMapExt, DeviceDriverInfo, ResourceMmapInfo};
 use super::{NEURON_IOCTL_BASE, POINTER_ARG_SIZE, ior, iow, iowr};
 
 /// `NEURON_IOCTL_COMPATIBLE_VERSION` = `_IOW('N', 93, struct neuron_ioctl_compatible_version *)`
@@ -141,3 +141,9 @@ const _: () =
 pub const NEURON_IOCTL_CRWL_WRITER_DOWNGRADE: u32 = 0x4008_4e54;
 const _: () =
     assert!(NEURON_IOCTL_CRWL_WRITER_DOWNGRADE == iow(NEURON_IOCTL_BASE, 84, POINTER_ARG_SIZE));
+
+/// `NEURON_IOCTL_RESOURCE_MMAP_INFO` = `_IOWR('N', 112, struct neuron_ioctl_resource_mmap_info)`.
+pub const NEURON_IOCTL_RESOURCE_MMAP_INFO: u32 = 0xc020_4e70;
+const _: () = assert!(
+    NEURON_IOCTL_RESOURCE_MMAP_INFO == iowr(NEURON_IOCTL_BASE, 112, size_of::<ResourceMmapInfo>())
+);

@@ -55,6 +55,7 @@ kernel_arg! {
     Semaphore => "struct neuron_ioctl_semaphore",
     NeuronUuid => "struct neuron_uuid",
     Crwl => "struct neuron_ioctl_crwl",
+    ResourceMmapInfo => "struct neuron_ioctl_resource_mmap_info",
 }
 
 /// An argument struct with no user pointer in it: the kernel touches only the struct itself,
@@ -85,6 +86,7 @@ plain_arg!(
     NotificationsInitV2,
     Semaphore,
     Crwl,
+    ResourceMmapInfo,
 );
 
 /// An ioctl request number paired with the argument type its kernel handler copies in and
@@ -188,6 +190,10 @@ pub const CRWL_READER_EXIT: Request<Crwl> = Request::new(NEURON_IOCTL_CRWL_READE
 pub const CRWL_WRITER_ENTER: Request<Crwl> = Request::new(NEURON_IOCTL_CRWL_WRITER_ENTER);
 /// `NEURON_IOCTL_CRWL_WRITER_DOWNGRADE` (leaves the caller holding one read reference).
 pub const CRWL_WRITER_DOWNGRADE: Request<Crwl> = Request::new(NEURON_IOCTL_CRWL_WRITER_DOWNGRADE);
+
+/// `NEURON_IOCTL_RESOURCE_MMAP_INFO`.
+pub const RESOURCE_MMAP_INFO: Request<ResourceMmapInfo> =
+    Request::new(NEURON_IOCTL_RESOURCE_MMAP_INFO);
 
 /// One `ioctl(2)` through rustix: the request number and a pointer to the argument.
 struct Call<'a, T> {

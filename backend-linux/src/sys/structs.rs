@@ -159,3 +159,27 @@ const _: () = assert!(align_of::<CinitSet>() == 4);
 const _: () = assert!(offset_of!(CinitSet, nc_id) == 0);
 const _: () = assert!(offset_of!(CinitSet, state) == 4);
 const _: () = assert!(offset_of!(CinitSet, new_state) == 8);
+
+/// `struct neuron_ioctl_resource_mmap_info`: where a device resource (a core's semaphore
+/// block, …) is mapped through the device fd.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResourceMmapInfo {
+    /// `enum neuron_dm_block_type` ([`NEURON_DM_BLOCK_TPB`](super::NEURON_DM_BLOCK_TPB), …).
+    pub block: u32,
+    /// Which block of its type (the core for `TPB`).
+    pub block_id: u32,
+    /// `enum neuron_dm_resource_type` ([`NEURON_DM_RESOURCE_SEMAPHORE`](super::NEURON_DM_RESOURCE_SEMAPHORE), …).
+    pub resource: u32,
+    /// Out: the `mmap` offset of the resource.
+    pub offset: u64,
+    /// Out: its size in bytes.
+    pub size: u64,
+}
+const _: () = assert!(size_of::<ResourceMmapInfo>() == 32);
+const _: () = assert!(align_of::<ResourceMmapInfo>() == 8);
+const _: () = assert!(offset_of!(ResourceMmapInfo, block) == 0);
+const _: () = assert!(offset_of!(ResourceMmapInfo, block_id) == 4);
+const _: () = assert!(offset_of!(ResourceMmapInfo, resource) == 8);
+const _: () = assert!(offset_of!(ResourceMmapInfo, offset) == 16);
+const _: () = assert!(offset_of!(ResourceMmapInfo, size) == 24);

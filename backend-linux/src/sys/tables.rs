@@ -183,6 +183,13 @@ pub const STRUCTS: &[StructLayout] = &[
     }),
     layout!(NeuronUuid { value }),
     layout!(Crwl { nc_id, uuid }),
+    layout!(ResourceMmapInfo {
+        block,
+        block_id,
+        resource,
+        offset,
+        size
+    }),
 ];
 
 /// One request this module defines.
@@ -272,4 +279,5 @@ pub const REQUESTS: &[RequestInfo] = &[
         CRWL_WRITER_DOWNGRADE,
         false,
     ),
+    request_info("NEURON_IOCTL_RESOURCE_MMAP_INFO", RESOURCE_MMAP_INFO, false),
 ];

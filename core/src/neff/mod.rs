@@ -141,7 +141,7 @@ pub struct Subgraph {
     /// Name (`sg00`, ...).
     pub name: String,
     /// Every member of the subgraph's directory, in archive order (`def.json` and
-    /// `tensor_map.json` included, without their data).
+    /// `tensor_map.json` included, with their data only under [`KeepMembers::All`]).
     pub members: Vec<SubgraphMember>,
 }
 
@@ -264,6 +264,8 @@ struct Collected {
     /// (directory, member name, size, data)
     dir_members: Vec<(String, String, u64, Option<Vec<u8>>)>,
     kept_bytes: usize,
+    /// [`KeepMembers::All`]: `def.json` and `tensor_map.json` keep their data too.
+    keep_all: bool,
 }
 
 fn is_kelf_list(path: &str) -> bool {
@@ -306,7 +308,10 @@ pub fn parse(file: &[u8], options: &ParseOptions<'_>) -> Result<Neff> {
         ));
     }
 
-    let mut collected = Collected::default();
+    let mut collected = Collected {
+        keep_all: options.keep == KeepMembers::All,
+        ..Collected::default()
+    };
     let mut reader = tar::TarReader::new(options.max_members);
     let max_member = options.max_member_size;
     let keep = options.keep;
@@ -580,7 +585,7 @@ fn build(header: Header, mut c: Collected, warnings: Vec<String>) -> Result<Neff
             .iter_mut()
             .filter(|(d, ..)| d == dir)
             .map(|(_, f, size, data)| {
-                let keep = f != "def.json" && f != "tensor_map.json";
+                let keep = c.keep_all || (f != "def.json" && f != "tensor_map.json");
                 SubgraphMember {
                     name: f.clone(),
                     size: *size,

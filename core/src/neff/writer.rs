@@ -66,6 +66,8 @@ impl Neff {
                     members: s
                         .members
                         .iter()
+                        // The writer generates these two from the tensors.
+                        .filter(|m| m.name != "def.json" && m.name != "tensor_map.json")
                         .filter_map(|m| m.data.as_ref().map(|d| (m.name.clone(), d.clone())))
                         .collect(),
                 })

@@ -11,7 +11,10 @@ use crate::fmt::Level;
 use crate::host::{Host, Platform as _};
 use crate::io::IoTable;
 use crate::model::Model;
-use crate::neff::{self, Neff, ParseOptions, SIM_PROGRAM_MEMBER};
+use crate::neff::{self, KeepMembers, Neff, ParseOptions, SIM_PROGRAM_MEMBER};
+
+/// Most bytes of subgraph members a load keeps (one member or all together).
+const KEPT_LIMIT: usize = 1 << 30;
 
 impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
     /// `nrt_load`: parse, choose the logical core (`lnc = -1`: the visible core with the fewest
@@ -22,6 +25,11 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
         let neff = neff::parse(
             neff_bytes,
             &ParseOptions {
+                // Every member: a backend stages what it needs from the subgraph's files
+                // (instruction streams, constants), bounded by the limits below.
+                keep: KeepMembers::All,
+                max_member_size: KEPT_LIMIT,
+                max_kept_bytes: KEPT_LIMIT,
                 validate_hash,
                 ..Default::default()
             },
@@ -131,6 +139,8 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 name: sg.map_or("", |s| s.name.as_str()),
                 model: neff.name(),
                 program: sg.and_then(|s| s.member(SIM_PROGRAM_MEMBER)),
+                uuid: neff.uuid(),
+                files: sg.map_or(&[], |s| s.members.as_slice()),
                 io,
             }
         };

@@ -322,6 +322,53 @@ layout! {
     }
 }
 
+layout! {
+    resource_mmap_info = "neuron_ioctl_resource_mmap_info", 32 {
+        BLOCK "block" 0 4,
+        BLOCK_ID "block_id" 4 4,
+        RESOURCE "resource" 8 4,
+        OFFSET "offset" 16 8,
+        SIZE "size" 24 8,
+    }
+}
+
+layout! {
+    dma_queue_init = "neuron_ioctl_dma_queue_init", 48 {
+        ENG_ID "eng_id" 0 4,
+        QID "qid" 4 4,
+        TX_DESC_COUNT "tx_desc_count" 8 4,
+        RX_DESC_COUNT "rx_desc_count" 12 4,
+        TX_HANDLE "tx_handle" 16 8,
+        RX_HANDLE "rx_handle" 24 8,
+        RXC_HANDLE "rxc_handle" 32 8,
+        AXI_PORT "axi_port" 40 4,
+    }
+}
+
+layout! {
+    dma_queue_init_batch = "neuron_ioctl_dma_queue_init_batch", 12296 {
+        COUNT "count" 0 4,
+        ENTRIES "entries" 8 12288,
+    }
+}
+
+layout! {
+    dma_queue_release = "neuron_ioctl_dma_queue_release", 8 {
+        ENG_ID "eng_id" 0 4,
+        QID "qid" 4 4,
+    }
+}
+
+layout! {
+    dma_copy_descriptors64 = "neuron_ioctl_dma_copy_descriptors64", 40 {
+        MEM_HANDLE "mem_handle" 0 8,
+        BUFFER "buffer" 8 8,
+        NUM_DESCS "num_descs" 16 4,
+        OFFSET "offset" 24 8,
+        QUEUE_TYPE "queue_type" 32 4,
+    }
+}
+
 /// Every layout above.
 pub static ALL: &[&Layout] = &[
     &compatible_version::LAYOUT,
@@ -355,4 +402,9 @@ pub static ALL: &[&Layout] = &[
     &semaphore::LAYOUT,
     &event::LAYOUT,
     &host_device_id::LAYOUT,
+    &resource_mmap_info::LAYOUT,
+    &dma_queue_init::LAYOUT,
+    &dma_queue_init_batch::LAYOUT,
+    &dma_queue_release::LAYOUT,
+    &dma_copy_descriptors64::LAYOUT,
 ];

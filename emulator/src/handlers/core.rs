@@ -262,6 +262,7 @@ pub(crate) fn nq_init(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_,
                     dram_channel: channel,
                     nc_id: nc,
                     device_lifespan: true,
+                    mem_type: None,
                 },
             )
             .map_err(Fail::Errno)?;

@@ -41,6 +41,7 @@ struct AllocFields {
     channel: Field,
     nc: Field,
     handle: Field,
+    mem_type: Option<Field>,
 }
 
 /// `MEM_ALLOC` and the number-102 family (`ncdev_mem_alloc_libnrt`, exact request or
@@ -57,6 +58,7 @@ pub(crate) fn alloc(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_, '
                 channel: mem_alloc::DRAM_CHANNEL,
                 nc: mem_alloc::NC_ID,
                 handle: mem_alloc::MEM_HANDLE,
+                mem_type: None,
             },
         ),
         rq::MEM_ALLOC_V2 => (
@@ -68,6 +70,7 @@ pub(crate) fn alloc(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_, '
                 channel: mem_alloc_v2::DRAM_CHANNEL,
                 nc: mem_alloc_v2::NC_ID,
                 handle: mem_alloc_v2::MEM_HANDLE,
+                mem_type: None,
             },
         ),
         rq::MEM_ALLOC_V2MT => (
@@ -79,6 +82,7 @@ pub(crate) fn alloc(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_, '
                 channel: v2mt::DRAM_CHANNEL,
                 nc: v2mt::NC_ID,
                 handle: v2mt::MEM_HANDLE,
+                mem_type: Some(v2mt::MEM_TYPE),
             },
         ),
         rq::MEM_ALLOC_V2MT64 => (
@@ -90,6 +94,7 @@ pub(crate) fn alloc(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_, '
                 channel: v2mt64::DRAM_CHANNEL,
                 nc: v2mt64::NC_ID,
                 handle: v2mt64::MEM_HANDLE,
+                mem_type: Some(v2mt64::MEM_TYPE),
             },
         ),
         _ => return errno(libc::EINVAL),
@@ -103,6 +108,7 @@ pub(crate) fn alloc(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_, '
         dram_channel: rec.get32(f.channel),
         nc_id: rec.get32(f.nc),
         device_lifespan: false,
+        mem_type: f.mem_type.map(|t| rec.get32(t)),
     };
     let instance = st.instance;
     let tgid = call.tgid();

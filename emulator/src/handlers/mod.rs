@@ -2,8 +2,10 @@
 //! set only; on an `O_RDWR` fd the attach check comes first, then the requests by exact
 //! number or by `_IOC_NR` as the driver matches them, and the misc set last.
 //!
-//! Requests of the header the emulator does not model (DMA engines and queues, BAR access,
-//! metrics, datastore, DMA-buf, HBM scrub, pods, TOP_SP queues, …) fail with `EOPNOTSUPP`.
+//! Requests of the header the emulator does not model (DMA engines, DMA copies started on a
+//! queue and queue state, BAR access, metrics, datastore, DMA-buf, HBM scrub, pods, TOP_SP
+//! queues, …) fail with `EOPNOTSUPP`; the DMA queue set-up and the semaphore block's mmap
+//! info are served by `dma.rs`.
 //! The no-ops of the driver (`DEVICE_INIT`, `DEVICE_RELEASE`, `DMA_ENG_INIT`,
 //! `NOTIFICATIONS_DESTROY_V1`) return 0, `DMA_QUIESCE_QUEUES` fails with `ENOTTY`
 //! (`-ENOIOCTLCMD`) and `NOTIFICATIONS_QUEUE_INFO` with `EPERM` (it returns -1).
@@ -13,6 +15,7 @@
 
 mod call;
 mod core;
+mod dma;
 mod mem;
 mod misc;
 
@@ -27,8 +30,16 @@ pub use misc::{FEATURE_FLAGS, PCI_REVISION};
 use crate::abi::requests::{self as rq, ioc_nr};
 use crate::state::State;
 
-/// Serves `call`.
+/// Serves `call`, then keeps the mapped semaphore blocks equal to what it changed.
 pub(crate) fn dispatch(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_, '_>) -> Outcome {
+    let out = serve(st, machine, call);
+    if out.is_ok() && !call.free_access {
+        dma::mirror(st, call.request, call.device);
+    }
+    out
+}
+
+fn serve(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_, '_>) -> Outcome {
     if call.free_access {
         return misc::misc(st, call);
     }
@@ -79,15 +90,17 @@ pub(crate) fn dispatch(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_
         | rq::CRWL_WRITER_DOWNGRADE => core::core_lock(st, call),
         _ if nr == ioc_nr(rq::MEM_MC_GET_INFO) => mem::mc_info(st, call),
         rq::HOST_DEVICE_ID => mem::host_device_id(call),
+        rq::DMA_QUEUE_INIT | rq::DMA_QUEUE_INIT_BATCH | rq::DMA_QUEUE_RELEASE => {
+            dma::queue_op(st, call)
+        }
+        rq::DMA_COPY_DESCRIPTORS64 => dma::copy_descriptors(st, call),
+        rq::RESOURCE_MMAP_INFO => dma::resource_mmap_info(st, call),
         rq::DEVICE_INFO
         | rq::DEVICE_APP_PID
         | rq::DEVICE_GET_ALL_APPS_INFO
         | rq::DMA_ENG_SET_STATE
-        | rq::DMA_QUEUE_INIT
-        | rq::DMA_QUEUE_INIT_BATCH
         | rq::DMA_QUEUE_COPY_START
         | rq::DMA_ACK_COMPLETED
-        | rq::DMA_QUEUE_RELEASE
         | rq::DMA_ENG_GET_STATE
         | rq::DMA_QUEUE_GET_STATE
         | rq::DMA_DESCRIPTOR_COPYOUT
@@ -100,7 +113,6 @@ pub(crate) fn dispatch(st: &mut State, machine: &Arc<SimMachine>, call: &Call<'_
         | rq::RELEASE_NEURON_DS
         | rq::DEVICE_BDF
         | rq::PROGRAM_ENGINE
-        | rq::RESOURCE_MMAP_INFO
         | rq::DUMP_MEM_CHUNKS
         | rq::HBM_SCRUB_START
         | rq::HBM_SCRUB_WAIT => errno(libc::EOPNOTSUPP),
