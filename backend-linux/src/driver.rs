@@ -348,6 +348,11 @@ impl Driver for LinuxDriver {
         false
     }
 
+    /// `true`: staging copies a compiler NEFF's engine streams and constants to the device.
+    fn stages_subgraph_files(&self) -> bool {
+        true
+    }
+
     /// Stores the callback; the backend reports through it when it falls back to older
     /// driver requests or ignores device nodes. (The kernel driver itself has no such hook.)
     fn register_soft_incompat_callback(

@@ -245,6 +245,15 @@ pub trait Driver {
     /// negotiate with, core reservations marked locally, no per-core bring-up.
     fn is_funtime(&self) -> bool;
 
+    /// Whether [`Driver::stage_subgraph`] reads the subgraph's files
+    /// ([`SubgraphImage::files`]: instruction streams, constants) beyond the simulator program.
+    /// The loader keeps every member of a NEFF's subgraphs in memory only for such a backend
+    /// (bounded: a NEFF whose members exceed 1 GiB is refused there); the default keeps the
+    /// simulator program alone, whatever the NEFF's size.
+    fn stages_subgraph_files(&self) -> bool {
+        false
+    }
+
     /// Device discovery: count, cores per device, architecture.
     fn discover(&self) -> Result<DeviceInfo, Self::Error>;
 

@@ -55,7 +55,8 @@ macro_rules! __driver_methods {
 /// the wrapped driver (`d.discover()`, ...):
 ///
 /// - `(@value $s:ident, $d:ident => $e:expr)` for [`is_funtime`](crate::driver::Driver::is_funtime),
-///   which returns a `bool`;
+///   and [`stages_subgraph_files`](crate::driver::Driver::stages_subgraph_files), which
+///   return a `bool`;
 /// - `($s:ident, $call:ident, $d:ident => $e:expr)` for every other method, which must evaluate
 ///   to `Result<_, Self::Error>`.
 ///
@@ -107,6 +108,9 @@ macro_rules! forward_driver {
     ($via:ident) => {
         fn is_funtime(&self) -> bool {
             $via!(@value self, d => d.is_funtime())
+        }
+        fn stages_subgraph_files(&self) -> bool {
+            $via!(@value self, d => d.stages_subgraph_files())
         }
         $crate::__driver_methods!(__forward_driver_fns!($via));
     };

@@ -22,19 +22,23 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
     pub fn load(&self, neff_bytes: &[u8], lnc: i32, lnc_count: i32) -> Result<ModelHandle> {
         self.guard()?;
         let validate_hash = self.with_session(|s| s.config.validate_hash)?;
-        let neff = neff::parse(
-            neff_bytes,
-            &ParseOptions {
-                // Every member: a backend stages what it needs from the subgraph's files
-                // (instruction streams, constants), bounded by the limits below.
+        let options = if self.driver.stages_subgraph_files() {
+            // Every member: the backend stages what it needs from the subgraph's files
+            // (instruction streams, constants), bounded by the limits below.
+            ParseOptions {
                 keep: KeepMembers::All,
                 max_member_size: KEPT_LIMIT,
                 max_kept_bytes: KEPT_LIMIT,
                 validate_hash,
                 ..Default::default()
-            },
-        )
-        .map_err(|e| self.fail(e))?;
+            }
+        } else {
+            ParseOptions {
+                validate_hash,
+                ..Default::default()
+            }
+        };
+        let neff = neff::parse(neff_bytes, &options).map_err(|e| self.fail(e))?;
         for w in &neff.warnings {
             self.log(Level::Warning, format_args!("{}: {w}", neff.name()));
         }
