@@ -1,0 +1,258 @@
+//! `nrt emulate`: the program sees the emulator's device files and sysfs entries (and the
+//! rest of /dev and /sys as before), runs under the seccomp filter, and its exit status is
+//! `nrt emulate`'s; a program that cannot run is one clear line. Where the kernel refuses
+//! user namespaces or seccomp user notification, the tests say so and check only that
+//! `nrt emulate` reports it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::Path;
+
+use common::nrt;
+
+/// `nrt emulate` with a private TMPDIR (to check the staging directory goes away).
+fn emulate(tmp: &Path) -> assert_cmd::Command {
+    let mut c = nrt();
+    c.env("TMPDIR", tmp).arg("emulate");
+    c
+}
+
+/// Whether this machine can run `nrt emulate`; if not, the reason must be a one-line error
+/// with exit status 125, and the test is skipped.
+fn available() -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = emulate(tmp.path()).args(["--", "true"]).output().unwrap();
+    if out.status.success() {
+        return true;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("refused a user namespace") || err.contains("seccomp"),
+        "{err}"
+    );
+    eprintln!("SKIPPED: nrt emulate cannot run here: {err}");
+    false
+}
+
+/// stdout and stderr of a run that exits with `code`.
+fn run(tmp: &Path, args: &[&str], code: i32) -> (String, String) {
+    let out = emulate(tmp).args(args).output().unwrap();
+    let (o, e) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(code), "nrt emulate {args:?}: {e}");
+    (o, e)
+}
+
+#[test]
+fn program_sees_the_device_files_and_sysfs() {
+    if !available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, err) = run(
+        tmp.path(),
+        &[
+            "--",
+            "/bin/sh",
+            "-c",
+            "ls /dev/neuron0 && cat /sys/module/neuron/version",
+        ],
+        0,
+    );
+    assert_eq!(out, "/dev/neuron0\n2.24.7.0\n");
+    assert!(
+        err.contains("nrt emulate: /bin/sh exited with status 0; the emulator's accounting:"),
+        "{err}"
+    );
+    assert!(err.contains("nrt-emu: 0 ioctls served (0 failed)"), "{err}");
+    // Nothing is left on the host: the staging directory is gone.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn devices_instance_and_the_rest_of_dev_and_sys() {
+    if !available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let script = "ls /dev | grep '^neuron'; ls /sys/class/neuron_device; \
+         cat /sys/class/neuron_device/neuron2/core_count; echo; \
+         cat /sys/class/neuron_device/neuron0/info/architecture/instance_type; \
+         echo hi > /dev/null && head -c 4 /dev/zero | od -An -tx1; \
+         test -e /sys/class/net/lo && test -d /sys/module/kernel && test -d /dev/pts && echo rest-ok; \
+         readlink /dev/fd; grep '^Seccomp:' /proc/self/status; sh -c \"grep '^Seccomp:' /proc/self/status\"";
+    let (out, _) = run(
+        tmp.path(),
+        &[
+            "--instance",
+            "trn2",
+            "--devices",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        0,
+    );
+    assert_eq!(
+        out,
+        "neuron0\nneuron1\nneuron2\n\
+         neuron0\nneuron1\nneuron2\n\
+         8\n\
+         Trn2\n \
+         00 00 00 00\n\
+         rest-ok\n\
+         /proc/self/fd\n\
+         Seccomp:\t2\n\
+         Seccomp:\t2\n"
+    );
+}
+
+#[test]
+fn exit_status_is_the_programs() {
+    if !available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, err) = run(tmp.path(), &["--", "sh", "-c", "exit 7"], 7);
+    assert!(err.contains("exited with status 7"), "{err}");
+    // Killed by a signal: 128 + the signal, as shells report it.
+    let (_, err) = run(tmp.path(), &["--", "sh", "-c", "kill -TERM $$"], 143);
+    assert!(err.contains("was killed by signal 15"), "{err}");
+    // The options before `--` are nrt's, everything after it the program's.
+    let (out, _) = run(
+        tmp.path(),
+        &[
+            "--devices",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$0 $1\"",
+            "--devices",
+            "x",
+        ],
+        0,
+    );
+    assert_eq!(out, "--devices x\n");
+    // Without `--`, the first word not an option of nrt's starts the program.
+    let (out, _) = run(tmp.path(), &["echo", "-n", "plain"], 0);
+    assert_eq!(out, "plain");
+}
+
+#[test]
+fn report_file_holds_the_accounting() {
+    if !available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("report.txt");
+    let (_, err) = run(
+        tmp.path(),
+        &["--report", report.to_str().unwrap(), "--", "true"],
+        0,
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        text.starts_with("nrt-emu: 0 ioctls served (0 failed), 0 launches (0 failed)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("held: 0 bytes in 0 allocations, 0 reserved cores, 0 attached processes"),
+        "{text}"
+    );
+    assert!(err.ends_with(&text), "{err}");
+}
+
+/// A one-line error with `code` and `needle`, nothing else on stderr or stdout.
+fn fails_one_line(args: &[&str], code: i32, needle: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, err) = run(tmp.path(), args, code);
+    assert_eq!(out, "");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(needle), "{err:?} lacks {needle:?}");
+    // Nothing was set up: no staging directory left.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_program_that_cannot_run_is_one_clear_line() {
+    fails_one_line(
+        &["--", "no-such-program-nrt-test"],
+        127,
+        "error: emulate: cannot run no-such-program-nrt-test: not found in PATH",
+    );
+    fails_one_line(
+        &["--", "/no/such/dir/prog"],
+        127,
+        "error: emulate: cannot run /no/such/dir/prog: No such file or directory",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (data, garbage) = (dir.path().join("data"), dir.path().join("garbage"));
+    std::fs::write(&data, "not a program\n").unwrap();
+    std::fs::write(&garbage, [0u8; 64]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&garbage, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data = data.to_str().unwrap();
+    fails_one_line(
+        &["--", data],
+        126,
+        &format!("error: emulate: cannot run {data}: not an executable file"),
+    );
+    if !available() {
+        return;
+    }
+    // Found and executable, but the kernel cannot execute it: the exec fails in the child.
+    let garbage = garbage.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, err) = run(tmp.path(), &["--", garbage], 126);
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        format!("error: emulate: cannot run {garbage}: Exec format error (os error 8)\n")
+    );
+}
+
+#[test]
+fn usage_errors() {
+    fails_one_line(&[], 2, "<PROGRAM>");
+    fails_one_line(
+        &["--fail-ioctl", "0", "--", "true"],
+        2,
+        "is not an ioctl ordinal",
+    );
+    fails_one_line(
+        &["--fail-ioctl", "3:EWHAT", "--", "true"],
+        2,
+        "is not an errno",
+    );
+    fails_one_line(&["--devices", "0", "--", "true"], 2, "--devices");
+    fails_one_line(&["--instance", "inf1", "--", "true"], 2, "--instance");
+}
+
+/// Under `nrt emulate`, a second `nrt emulate` cannot install its own filter (the kernel
+/// allows one listener per filter chain): it says exactly that.
+#[test]
+fn nested_emulation_says_why_it_cannot_run() {
+    if !available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let nrt_bin = env!("CARGO_BIN_EXE_nrt");
+    let (_, err) = run(tmp.path(), &["--", nrt_bin, "emulate", "--", "true"], 125);
+    assert!(
+        err.contains(
+            "error: emulate: installing the seccomp filter in the program's process: Device or resource busy (os error 16); a seccomp filter with a listener is already installed"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("exited with status 125"), "{err}");
+}
