@@ -1,19 +1,23 @@
 //! [`LinuxDriver`]: the [`Driver`] over `/dev/neuronN` and sysfs.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use nrt_core::bitmap::{CoreBitmap, MAX_CORES};
+use nrt_core::bitmap::CoreBitmap;
 use nrt_core::driver::{
-    Arch, CompatRange, CoreInitParams, DeviceInfo, Driver, DriverVersion, HwRevision, Platform,
-    Reservation, ReserveRequest, SoftIncompatCallback,
+    Arch, CompatRange, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverVersion,
+    ExecRequest, HwRevision, Platform, Reservation, ReserveRequest, SoftIncompatCallback,
+    StagedModel, SubgraphImage,
 };
-use nrt_core::topology;
 
 use crate::error::LinuxError;
-use crate::sys::{self, DeviceFd, OpenMode};
+use crate::reserve::{self, MarkOutcome};
+use crate::resources::{Chunk, CoreSlot, Staged};
+use crate::sys::{self, DeviceFd, DriverFeatures, MemForm, OpenMode};
 use crate::sysfs;
 
 /// Where device nodes live on a real system.
@@ -21,41 +25,35 @@ pub const DEFAULT_DEV_DIR: &str = "/dev";
 /// Where sysfs is mounted on a real system.
 pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
 
-// The extended reservation bitmap and the runtime's core bitmap are the same 512 bits.
-const _: () = assert!(sys::CRWL_NC_MAP_EXT_WORDS * 64 == MAX_CORES as usize);
-
-/// Which reservation ioctls the driver serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Crwl {
-    /// Not tried yet: try `*_EXT0`, fall back to the legacy request on `EINVAL`/`ENOTTY`.
-    Unknown,
-    /// `CRWL_NC_RANGE_{MARK,UNMARK}_EXT0` (512 cores).
-    Ext,
-    /// `CRWL_NC_RANGE_{MARK,UNMARK}` (64 cores; drivers without `BIG_CORE_MAPS`).
-    Legacy,
-}
-
 /// What discovery found, kept for the per-device steps.
 #[derive(Clone, Copy, Debug)]
-struct Discovered {
+pub(crate) struct Discovered {
     /// Index of the lowest device node: the misc fd is opened on it, so reservation core
     /// numbers are relative to its first core.
-    base: u32,
-    info: DeviceInfo,
+    pub(crate) base: u32,
+    pub(crate) info: DeviceInfo,
 }
 
 #[derive(Debug)]
-struct State {
-    // Field order is drop order: the attached (`O_RDWR`) fds close before the misc fd, whose
-    // close unmarks every core range of the process.
-    /// `O_RDWR` fds opened by `init_cores`, by device node index.
-    attached: Vec<(u32, DeviceFd)>,
+pub(crate) struct State {
+    // Field order is drop order: the core mappings go first, then the attached (`O_RDWR`) fds
+    // (shared with memory chunks and staged models, so a device stays attached while any of
+    // them lives), then the misc fd, whose close unmarks every core range of the process.
+    /// Per-core bring-up state, by physical core (relative to the base node).
+    pub(crate) cores: Vec<Arc<CoreSlot>>,
+    /// `O_RDWR` fds, by device node index.
+    pub(crate) attached: Vec<(u32, Arc<DeviceFd>)>,
     /// The `O_WRONLY` fd on the base node, open from first use to drop.
     misc: Option<DeviceFd>,
     discovered: Option<Discovered>,
-    crwl: Crwl,
+    /// `DRIVER_INFO_GET` feature flags, read once.
+    features: Option<DriverFeatures>,
+    /// The process's id as the driver sees it (written back by `NC_RESET`).
+    pub(crate) kernel_tgid: Option<u32>,
+    /// The legacy-reservation warning was given.
+    warned_legacy: bool,
     /// Cores this driver reserved and has not released (relative to the base node).
-    reserved: CoreBitmap,
+    pub(crate) reserved: CoreBitmap,
 }
 
 /// The Neuron kernel driver through `/dev/neuronN` ioctls and sysfs.
@@ -68,6 +66,11 @@ pub struct LinuxDriver {
     dev_dir: PathBuf,
     sysfs_root: PathBuf,
     soft_incompat: Mutex<Option<SoftIncompatCallback>>,
+    /// Staged subgraphs by handle.
+    pub(crate) staged: Mutex<HashMap<u64, Arc<Staged>>>,
+    pub(crate) next_model: AtomicU64,
+    /// Device memory by (device, PA).
+    pub(crate) memory: Mutex<HashMap<(u32, u64), Chunk>>,
     state: Mutex<State>,
 }
 
@@ -90,11 +93,17 @@ impl LinuxDriver {
             dev_dir: dev_dir.into(),
             sysfs_root: sysfs_root.into(),
             soft_incompat: Mutex::new(None),
+            staged: Mutex::new(HashMap::new()),
+            next_model: AtomicU64::new(1),
+            memory: Mutex::new(HashMap::new()),
             state: Mutex::new(State {
+                cores: Vec::new(),
                 attached: Vec::new(),
                 misc: None,
                 discovered: None,
-                crwl: Crwl::Unknown,
+                features: None,
+                kernel_tgid: None,
+                warned_legacy: false,
                 reserved: CoreBitmap::new(),
             }),
         }
@@ -127,12 +136,52 @@ impl LinuxDriver {
         Ok(info)
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    /// The driver's feature flags (`DRIVER_INFO_GET` on the misc fd, read once). A driver
+    /// older than that request (it fails with `EINVAL` / `ENOTTY`) has none: it serves only
+    /// the oldest request forms.
+    pub(crate) fn features(&self, st: &mut State) -> Result<DriverFeatures, LinuxError> {
+        if let Some(f) = st.features {
+            return Ok(f);
+        }
+        let fd = self.misc(st)?;
+        let mut info = sys::DeviceDriverInfo::default();
+        let features = match sys::ioctl(fd, sys::DRIVER_INFO_GET, &mut info) {
+            Ok(_) => info.features(),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOTTY)) => {
+                DriverFeatures::empty()
+            }
+            Err(e) => return Err(LinuxError::io("DRIVER_INFO_GET", e)),
+        };
+        st.features = Some(features);
+        Ok(features)
+    }
+
+    /// The memory request forms the driver serves.
+    pub(crate) fn mem_form(&self) -> Result<MemForm, LinuxError> {
+        let mut st = self.state();
+        self.features(&mut st).map(MemForm::from_features)
+    }
+
+    /// The `O_RDWR` fd of device node `node`, opened (attaching the process) if needed.
+    pub(crate) fn attach(&self, st: &mut State, node: u32) -> Result<Arc<DeviceFd>, LinuxError> {
+        if let Some((_, fd)) = st.attached.iter().find(|(n, _)| *n == node) {
+            return Ok(Arc::clone(fd));
+        }
+        let path = self.node_path(node);
+        let fd = Arc::new(
+            DeviceFd::open(&path, OpenMode::Attach)
+                .map_err(|e| LinuxError::io_at("open device (O_RDWR)", &path, e))?,
+        );
+        st.attached.push((node, Arc::clone(&fd)));
+        Ok(fd)
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         // The state stays consistent at every unlock, so a panic elsewhere leaves it usable.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn warn(&self, message: &str) {
+    pub(crate) fn warn(&self, message: &str) {
         let callback = *self
             .soft_incompat
             .lock()
@@ -189,7 +238,7 @@ impl LinuxDriver {
     }
 
     /// The misc (`O_WRONLY`) fd on the base node, opened on first use and kept open.
-    fn misc<'a>(&self, st: &'a mut State) -> Result<&'a DeviceFd, LinuxError> {
+    pub(crate) fn misc<'a>(&self, st: &'a mut State) -> Result<&'a DeviceFd, LinuxError> {
         let fd = match st.misc.take() {
             Some(fd) => fd,
             None => {
@@ -277,144 +326,12 @@ impl LinuxDriver {
         Ok((discovered, warning))
     }
 
-    fn discovered(&self, st: &mut State) -> Result<Discovered, LinuxError> {
+    pub(crate) fn discovered(&self, st: &mut State) -> Result<Discovered, LinuxError> {
         match st.discovered {
             Some(t) => Ok(t),
             None => self.discover_locked(st).map(|(t, _)| t),
         }
     }
-}
-
-enum MarkOutcome {
-    Reserved(CoreBitmap),
-    Busy { available: u32 },
-}
-
-fn is_variant_unsupported(err: &io::Error) -> bool {
-    matches!(err.raw_os_error(), Some(libc::EINVAL | libc::ENOTTY))
-}
-
-fn legacy_bitmap(bitmap: u64) -> CoreBitmap {
-    let mut words = [0u64; sys::CRWL_NC_MAP_EXT_WORDS];
-    words[0] = bitmap;
-    CoreBitmap::from_words(words)
-}
-
-/// Marks a core range, choosing (and learning) the request variant. Returns the variant now
-/// known to work.
-fn mark(
-    fd: &DeviceFd,
-    crwl: Crwl,
-    request: ReserveRequest,
-) -> (Result<MarkOutcome, LinuxError>, Crwl) {
-    if crwl != Crwl::Legacy {
-        let mut arg = sys::CrwlNcMapExt {
-            nc_count: request.count,
-            start_nc_index: request.start,
-            end_nc_index: request.end,
-            ..Default::default()
-        };
-        match sys::ioctl(fd, sys::CRWL_NC_RANGE_MARK_EXT0, &mut arg) {
-            Ok(_) => {
-                return (
-                    Ok(MarkOutcome::Reserved(CoreBitmap::from_words(arg.bitmap))),
-                    Crwl::Ext,
-                );
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                let available = arg.max_nc_available;
-                return (Ok(MarkOutcome::Busy { available }), Crwl::Ext);
-            }
-            Err(e) if crwl == Crwl::Unknown && is_variant_unsupported(&e) => {}
-            Err(e) => return (Err(LinuxError::io("CRWL_NC_RANGE_MARK_EXT0", e)), crwl),
-        }
-    }
-    let mut arg = sys::CrwlNcMap {
-        nc_count: request.count,
-        start_nc_index: request.start,
-        end_nc_index: request.end,
-        ..Default::default()
-    };
-    match sys::ioctl(fd, sys::CRWL_NC_RANGE_MARK, &mut arg) {
-        Ok(_) => (
-            Ok(MarkOutcome::Reserved(legacy_bitmap(arg.bitmap))),
-            Crwl::Legacy,
-        ),
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-            let available = arg.max_nc_available;
-            (Ok(MarkOutcome::Busy { available }), Crwl::Legacy)
-        }
-        Err(e) => (Err(LinuxError::io("CRWL_NC_RANGE_MARK", e)), crwl),
-    }
-}
-
-/// Unmarks the cores of `bitmap`, choosing (and learning) the request variant.
-fn unmark(fd: &DeviceFd, crwl: Crwl, bitmap: &CoreBitmap) -> (Result<(), LinuxError>, Crwl) {
-    let nc_count = bitmap.len();
-    let start_nc_index = bitmap.first().unwrap_or(0);
-    let end_nc_index = bitmap.last().unwrap_or(0);
-    if crwl != Crwl::Legacy {
-        let mut arg = sys::CrwlNcMapExt {
-            nc_count,
-            start_nc_index,
-            end_nc_index,
-            max_nc_available: 0,
-            bitmap: *bitmap.words(),
-        };
-        match sys::ioctl(fd, sys::CRWL_NC_RANGE_UNMARK_EXT0, &mut arg) {
-            Ok(_) => return (Ok(()), Crwl::Ext),
-            Err(e) if crwl == Crwl::Unknown && is_variant_unsupported(&e) => {}
-            Err(e) => return (Err(LinuxError::io("CRWL_NC_RANGE_UNMARK_EXT0", e)), crwl),
-        }
-    }
-    let words = bitmap.words();
-    if words.iter().skip(1).any(|&w| w != 0) {
-        return (
-            Err(LinuxError::bitmap_too_wide("CRWL_NC_RANGE_UNMARK")),
-            crwl,
-        );
-    }
-    let mut arg = sys::CrwlNcMap {
-        nc_count,
-        start_nc_index,
-        end_nc_index,
-        max_nc_available: 0,
-        bitmap: words[0],
-    };
-    match sys::ioctl(fd, sys::CRWL_NC_RANGE_UNMARK, &mut arg) {
-        Ok(_) => (Ok(()), Crwl::Legacy),
-        Err(e) => (Err(LinuxError::io("CRWL_NC_RANGE_UNMARK", e)), crwl),
-    }
-}
-
-/// `NC_RESET` of the cores in `nc_map`, then `NC_RESET_READY` until the reset is over.
-fn reset_cores(fd: &DeviceFd, node: u32, nc_map: u32) -> Result<(), LinuxError> {
-    let mut reset = sys::DeviceReset {
-        nc_map,
-        request_id: 0,
-    };
-    // A return of 1 means a reset of this process is already pending: wait for it all the same.
-    sys::ioctl(fd, sys::NC_RESET, &mut reset).map_err(|e| LinuxError::io("NC_RESET", e))?;
-    // The driver keys reset requests by the caller's tgid.
-    let request_id = match reset.request_id {
-        0 => std::process::id(),
-        id => id,
-    };
-    let mut ready = sys::DeviceReady {
-        request_id,
-        result: 0,
-    };
-    loop {
-        match sys::ioctl(fd, sys::NC_RESET_READY, &mut ready) {
-            Ok(_) => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(LinuxError::io("NC_RESET_READY", e)),
-        }
-    }
-    if ready.result != 0 {
-        return Err(LinuxError::reset("NC_RESET_READY", node, ready.result));
-    }
-    Ok(())
 }
 
 impl Driver for LinuxDriver {
@@ -480,22 +397,26 @@ impl Driver for LinuxDriver {
         })
     }
 
-    /// `CRWL_NC_RANGE_MARK_EXT0` on the misc fd (the legacy 64-core `CRWL_NC_RANGE_MARK` when
-    /// the driver rejects it with `EINVAL`/`ENOTTY`). `EBUSY` is
+    /// `CRWL_NC_RANGE_MARK_EXT0` on the misc fd when the driver's `DRIVER_INFO_GET` feature
+    /// flags include `BIG_CORE_MAPS`, else the legacy 64-core `CRWL_NC_RANGE_MARK` (chosen from
+    /// the flags, never from an `EINVAL`, which also means "bad range"). `EBUSY` is
     /// [`Reservation::Unavailable`] with the driver's longest free run.
     fn reserve_cores(&self, request: ReserveRequest) -> Result<Reservation, LinuxError> {
-        let (result, fell_back) = {
+        let (result, warn) = {
             let mut st = self.state();
-            let before = st.crwl;
+            let big = self
+                .features(&mut st)?
+                .contains(DriverFeatures::BIG_CORE_MAPS);
+            let warn = !big && !st.warned_legacy;
+            st.warned_legacy |= !big;
             let fd = self.misc(&mut st)?;
-            let (result, crwl) = mark(fd, before, request);
-            st.crwl = crwl;
+            let result = reserve::mark(fd, big, request);
             if let Ok(MarkOutcome::Reserved(bitmap)) = &result {
                 st.reserved = st.reserved.union(bitmap);
             }
-            (result, before == Crwl::Unknown && crwl == Crwl::Legacy)
+            (result, warn)
         };
-        if fell_back {
+        if warn {
             self.warn(
                 "Neuron driver does not support 512-core reservation maps (BIG_CORE_MAPS); \
                  using the legacy 64-core reservation ioctls",
@@ -507,79 +428,122 @@ impl Driver for LinuxDriver {
         }
     }
 
-    /// `CRWL_NC_RANGE_UNMARK_EXT0` (or the legacy request) on the misc fd.
+    /// `CRWL_NC_RANGE_UNMARK_EXT0` (or the legacy request, per `BIG_CORE_MAPS`) on the misc fd.
     fn release_cores(&self, bitmap: &CoreBitmap) -> Result<(), LinuxError> {
         if bitmap.is_empty() {
             return Ok(());
         }
         let mut st = self.state();
-        let before = st.crwl;
+        let big = self
+            .features(&mut st)?
+            .contains(DriverFeatures::BIG_CORE_MAPS);
         let fd = self.misc(&mut st)?;
-        let (result, crwl) = unmark(fd, before, bitmap);
-        st.crwl = crwl;
-        result?;
+        reserve::unmark(fd, big, bitmap)?;
         st.reserved = st.reserved.difference(bitmap);
         Ok(())
     }
 
-    /// Opens every device holding the process's cores `O_RDWR` (attaching the process) and,
-    /// with `reset_cores`, resets its cores (`NC_RESET` + `NC_RESET_READY`). On failure the
-    /// fds opened by this call are closed again.
+    /// Opens every device holding the process's cores `O_RDWR` (attaching the process); with
+    /// `reset_cores`, resets its cores (`NC_RESET` + `NC_RESET_READY`); then per core
+    /// `CINIT_SET_STATE` STARTED, the notification queue (`NOTIFICATIONS_INIT_V2`, mapped),
+    /// the mailbox (a host chunk, mapped), its PA in semaphores 250/251 (`SEMAPHORE_WRITE`)
+    /// and `CINIT_SET_STATE` COMPLETED. On failure what this call built is undone.
     fn init_cores(&self, params: &CoreInitParams) -> Result<(), LinuxError> {
         let mut st = self.state();
-        let discovered = self.discovered(&mut st)?;
-        // (node index, nc_map) per device, in core order.
-        let mut devices: Vec<(u32, u32)> = Vec::new();
-        for core in params.topology.pnc_range() {
-            let (device, in_device) =
-                topology::locate_pnc(core, params.topology.cores_per_device());
-            let node = discovered.base.saturating_add(device);
-            let bit = 1u32.checked_shl(in_device).unwrap_or(0);
-            match devices.last_mut() {
-                Some((n, map)) if *n == node => *map |= bit,
-                _ => devices.push((node, bit)),
-            }
-        }
-        let mut opened: Vec<(u32, DeviceFd)> = Vec::new();
-        for &(node, _) in &devices {
-            if st.attached.iter().any(|(n, _)| *n == node) {
-                continue;
-            }
-            let path = self.node_path(node);
-            let fd = DeviceFd::open(&path, OpenMode::Attach)
-                .map_err(|e| LinuxError::io_at("open device (O_RDWR)", &path, e))?;
-            opened.push((node, fd));
-        }
-        if params.reset_cores {
-            for &(node, nc_map) in &devices {
-                let fd = st
-                    .attached
-                    .iter()
-                    .chain(opened.iter())
-                    .find(|(n, _)| *n == node)
-                    .map(|(_, fd)| fd);
-                if let Some(fd) = fd {
-                    reset_cores(fd, node, nc_map)?;
-                }
-            }
-        }
-        st.attached.extend(opened);
-        Ok(())
+        self.init_locked(&mut st, params)
     }
 
-    /// Nothing to do yet: the exec-ready program is loaded with the staging capability (device
-    /// memory, DMA rings), which this backend does not implement yet.
+    /// Nothing to do: the launch convention needs no exec-ready program (see
+    /// docs/LINUX_BACKEND.md).
     fn start_exec_ready(&self, _params: &CoreInitParams) -> Result<(), LinuxError> {
         Ok(())
     }
 
-    /// Closes the `O_RDWR` fds opened by [`Driver::init_cores`]; the driver then tears down the
-    /// process's per-device state. Reservations stay until released.
-    fn shutdown_cores(&self, _params: &CoreInitParams) -> Result<(), LinuxError> {
-        self.state().attached.clear();
-        Ok(())
+    /// Unmaps each core's queue and mailbox, frees the mailbox (`MEM_FREE`) and closes the
+    /// device fds nothing else (device memory, staged models) still uses; the driver tears
+    /// down the process's per-device state at the last close. Reservations stay until
+    /// released.
+    fn shutdown_cores(&self, params: &CoreInitParams) -> Result<(), LinuxError> {
+        let mut st = self.state();
+        let error = self.teardown(&mut st, params.topology.pnc_range());
+        let nodes: Vec<u32> = st.cores.iter().map(|c| c.node).collect();
+        st.attached.retain(|(node, _)| nodes.contains(node));
+        error.map_or(Ok(()), Err)
     }
 
-    // Staging, device memory and submission keep the trait's defaults: not implemented by
-    // this backend yet ("not implemented by the Linux backend yet", `ErrorKind::Unsupported`).
+    fn stop_model(&self, model: StagedModel) -> Result<(), LinuxError> {
+        self.stop(model)
+    }
+
+    fn unstage_model(&self, model: StagedModel) -> Result<(), LinuxError> {
+        self.unstage(model)
+    }
+
+    /// Under the core's model lock (`CRWL_WRITER_ENTER` … `WRITER_DOWNGRADE`, then
+    /// `READER_EXIT`), writes the stage image into a `CODE_DEVICE` chunk (`MEM_ALLOC*`,
+    /// `MEM_BUF_COPY*`). A compiler NEFF (no simulator program) only takes the lock.
+    fn stage_subgraph(&self, image: &SubgraphImage<'_>) -> Result<StagedModel, LinuxError> {
+        self.stage(image)
+    }
+
+    /// `MEM_ALLOC_V2MT64` (`TENSORS_DEVICE`, HBM 0) and `MEM_GET_EXTENDED_INFO`: the buffer's
+    /// address is the chunk's PA.
+    fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, LinuxError> {
+        self.alloc(device, size)
+    }
+
+    /// `MEM_FREE`.
+    fn free_device(&self, buffer: DeviceBuffer) -> Result<(), LinuxError> {
+        self.free(buffer)
+    }
+
+    /// `MEM_BUF_COPY64`, buffer to chunk.
+    fn write_device(
+        &self,
+        buffer: DeviceBuffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), LinuxError> {
+        self.write(buffer, offset, data)
+    }
+
+    /// `MEM_BUF_COPY64`, chunk to buffer.
+    fn read_device(
+        &self,
+        buffer: DeviceBuffer,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), LinuxError> {
+        self.read(buffer, offset, out)
+    }
+
+    /// `MEM_COPY64` (through host memory between devices).
+    fn copy_device(
+        &self,
+        src: DeviceBuffer,
+        src_offset: u64,
+        dst: DeviceBuffer,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<(), LinuxError> {
+        self.copy(src, src_offset, dst, dst_offset, len)
+    }
+
+    /// `MEMSET64`.
+    fn memset_device(
+        &self,
+        buffer: DeviceBuffer,
+        offset: u64,
+        value: u8,
+        len: u64,
+    ) -> Result<(), LinuxError> {
+        self.fill(buffer, offset, value, len)
+    }
+
+    /// The launch convention per subgraph: descriptor into the mailbox, `SEMAPHORE_INCREMENT`
+    /// of the doorbell, the notification slot polled, all under `CRWL_READER_ENTER` / `EXIT`.
+    /// A compiler NEFF is [`ErrorKind::Unsupported`](nrt_core::driver::ErrorKind::Unsupported).
+    fn submit(&self, request: &ExecRequest<'_>) -> Result<(), LinuxError> {
+        self.run(request)
+    }
 }

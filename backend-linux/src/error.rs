@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use nrt_core::driver::{Arch, DriverError, ErrorKind};
 
+use crate::image;
+
 /// An error of the Linux backend: the operation that failed and why.
 #[derive(Debug)]
 pub struct LinuxError {
@@ -30,6 +32,21 @@ enum Cause {
     BitmapTooWide,
     /// The backend does not implement the operation yet.
     Unsupported,
+    /// What the operation needs is not public (a fixed explanation).
+    NotPublic(&'static str),
+    /// The backend refused an argument.
+    Invalid(String),
+    /// `NC_RESET_READY` reported that the wait was interrupted by a termination signal.
+    ResetInterrupted { device: u32 },
+    /// `NC_RESET` found a reset of this process pending, and no earlier reset told the
+    /// process's id as the driver sees it.
+    ResetIdUnknown { device: u32 },
+    /// `CINIT_SET_STATE` left a core in an unexpected state.
+    CoreInit { device: u32, core: u32, state: u32 },
+    /// The device reported a non-zero execution status.
+    Exec { status: u32, message: String },
+    /// No completion arrived within the host-side bound.
+    NoCompletion { core: u32, secs: u64 },
 }
 
 impl LinuxError {
@@ -78,6 +95,66 @@ impl LinuxError {
             op,
             path: None,
             cause: Cause::Reset { device, result },
+        }
+    }
+
+    pub(crate) fn not_public(op: &'static str, what: &'static str) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::NotPublic(what),
+        }
+    }
+
+    pub(crate) fn invalid(op: &'static str, what: impl Into<String>) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::Invalid(what.into()),
+        }
+    }
+
+    pub(crate) fn reset_interrupted(op: &'static str, device: u32) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::ResetInterrupted { device },
+        }
+    }
+
+    pub(crate) fn reset_id_unknown(op: &'static str, device: u32) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::ResetIdUnknown { device },
+        }
+    }
+
+    pub(crate) fn core_init(op: &'static str, device: u32, core: u32, state: u32) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::CoreInit {
+                device,
+                core,
+                state,
+            },
+        }
+    }
+
+    pub(crate) fn exec(op: &'static str, status: u32, message: String) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::Exec { status, message },
+        }
+    }
+
+    pub(crate) fn no_completion(op: &'static str, core: u32, secs: u64) -> Self {
+        Self {
+            op,
+            path: None,
+            cause: Cause::NoCompletion { core, secs },
         }
     }
 
@@ -152,7 +229,18 @@ impl DriverError for LinuxError {
             Cause::UnknownCoreCount(_) => ErrorKind::Unsupported,
             Cause::Reset { .. } => ErrorKind::Hardware,
             Cause::BitmapTooWide => ErrorKind::InvalidArgument,
-            Cause::Unsupported => ErrorKind::Unsupported,
+            Cause::Unsupported | Cause::NotPublic(_) => ErrorKind::Unsupported,
+            Cause::Invalid(_) => ErrorKind::InvalidArgument,
+            Cause::ResetInterrupted { .. } => ErrorKind::Other,
+            Cause::ResetIdUnknown { .. } => ErrorKind::Busy,
+            Cause::CoreInit { .. } => ErrorKind::Hardware,
+            Cause::Exec { status, .. } => match *status {
+                image::STATUS_FAILED => ErrorKind::Execution,
+                image::STATUS_TIMEOUT => ErrorKind::Timeout,
+                image::STATUS_MALFORMED => ErrorKind::InvalidArgument,
+                _ => ErrorKind::Hardware,
+            },
+            Cause::NoCompletion { .. } => ErrorKind::Timeout,
         }
     }
 
@@ -188,6 +276,45 @@ impl fmt::Display for LinuxError {
                 "cores above 63 cannot be released through the legacy 64-core reservation ioctl",
             ),
             Cause::Unsupported => f.write_str("not implemented by the Linux backend yet"),
+            Cause::NotPublic(what) => f.write_str(what),
+            Cause::Invalid(what) => f.write_str(what),
+            Cause::ResetInterrupted { device } => write!(
+                f,
+                "waiting for the core reset of neuron{device} was interrupted by a termination \
+                 signal"
+            ),
+            Cause::ResetIdUnknown { device } => write!(
+                f,
+                "a reset of this process is already pending on neuron{device} and its request \
+                 id is unknown"
+            ),
+            Cause::CoreInit {
+                device,
+                core,
+                state,
+            } => write!(
+                f,
+                "core {core} of neuron{device} is in core-init state {state} (another \
+                 initialisation did not complete)"
+            ),
+            Cause::Exec { status, message } => {
+                let what = match *status {
+                    image::STATUS_FAILED => "the program failed",
+                    image::STATUS_TIMEOUT => "the program did not finish within the timeout",
+                    image::STATUS_MALFORMED => "the device found the descriptor or image malformed",
+                    _ => "unknown execution status",
+                };
+                write!(f, "{what} (status {status})")?;
+                if !message.is_empty() {
+                    write!(f, ": {message}")?;
+                }
+                Ok(())
+            }
+            Cause::NoCompletion { core, secs } => write!(
+                f,
+                "no completion from core {core} within {secs} s (a real Neuron device does not \
+                 run simulator programs)"
+            ),
         }
     }
 }
@@ -245,5 +372,38 @@ mod tests {
         assert!(p.io_error().is_none());
         let io_err = LinuxError::io("x", io::Error::new(io::ErrorKind::NotFound, "gone"));
         assert_eq!(io_err.kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn execution_statuses_map_to_kinds_with_the_device_message() {
+        let failed = LinuxError::exec("submit", 1, "hazard on t0".into());
+        assert_eq!(failed.kind(), ErrorKind::Execution);
+        assert_eq!(failed.status(), NrtStatus::ExecCompletedWithErr);
+        assert_eq!(
+            failed.to_string(),
+            "submit: the program failed (status 1): hazard on t0"
+        );
+        assert_eq!(
+            LinuxError::exec("submit", 2, String::new()).kind(),
+            ErrorKind::Timeout
+        );
+        assert_eq!(
+            LinuxError::exec("submit", 3, String::new()).kind(),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            LinuxError::exec("submit", 9, String::new()).kind(),
+            ErrorKind::Hardware
+        );
+        let late = LinuxError::no_completion("submit", 2, 40);
+        assert_eq!(late.kind(), ErrorKind::Timeout);
+        assert_eq!(late.status(), NrtStatus::Timeout);
+        let np = LinuxError::not_public("submit", "not public");
+        assert_eq!(np.kind(), ErrorKind::Unsupported);
+        assert_eq!(np.to_string(), "submit: not public");
+        assert_eq!(
+            LinuxError::core_init("CINIT_SET_STATE", 0, 1, 3).kind(),
+            ErrorKind::Hardware
+        );
     }
 }

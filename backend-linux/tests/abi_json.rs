@@ -62,7 +62,7 @@ fn request_numbers_match_json() {
         return;
     };
     let ioctls = list(&abi, "ioctls");
-    assert_eq!(sys::REQUESTS.len(), 10);
+    assert_eq!(sys::REQUESTS.len(), 28);
     for r in sys::REQUESTS {
         let entry = find(ioctls, r.name);
         let json_number = parse_hex(&entry["request"], r.name);
@@ -129,7 +129,7 @@ fn struct_layouts_match_json() {
         return;
     };
     let structs = list(&abi, "structs");
-    assert_eq!(sys::STRUCTS.len(), 8);
+    assert_eq!(sys::STRUCTS.len(), 23);
     for s in sys::STRUCTS {
         let entry = find(structs, s.c_name);
         assert_eq!(
@@ -259,4 +259,85 @@ fn discovery_core_counts_match_json() {
             "{device_name}"
         );
     }
+}
+
+#[test]
+fn user_pointers_are_exactly_the_pointer_fields_of_the_json() {
+    let Some(abi) = abi() else {
+        return;
+    };
+    let structs = list(&abi, "structs");
+    // Every pointer field of a mirrored struct is described, and nothing else.
+    let mut pointer_fields = Vec::new();
+    for s in sys::STRUCTS {
+        let entry = find(structs, s.c_name);
+        for f in entry["fields"].as_array().unwrap() {
+            if f["ctype"].as_str().unwrap().ends_with('*') {
+                pointer_fields.push((s.c_name, f["name"].as_str().unwrap().to_string()));
+            }
+        }
+    }
+    assert_eq!(pointer_fields.len(), sys::USER_POINTERS.len());
+    for p in sys::USER_POINTERS {
+        assert!(
+            pointer_fields
+                .iter()
+                .any(|(s, f)| *s == p.c_struct && f == p.field),
+            "{}.{} is not a pointer field in the JSON",
+            p.c_struct,
+            p.field
+        );
+        if let sys::Span::Field(name) = p.span {
+            let entry = find(structs, p.c_struct);
+            assert!(
+                entry["fields"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f["name"] == name),
+                "{}: span field {name}",
+                p.c_struct
+            );
+        }
+    }
+}
+
+#[test]
+fn memory_categories_and_queue_types_match_json() {
+    let Some(abi) = abi() else {
+        return;
+    };
+    for (name, value) in [
+        (
+            "NEURON_MEMALLOC_TYPE_UNKNOWN_HOST",
+            sys::MemType::UNKNOWN_HOST,
+        ),
+        ("NEURON_MEMALLOC_TYPE_MISC_HOST", sys::MemType::MISC_HOST),
+        (
+            "NEURON_MEMALLOC_TYPE_UNKNOWN_DEVICE",
+            sys::MemType::UNKNOWN_DEVICE,
+        ),
+        (
+            "NEURON_MEMALLOC_TYPE_CODE_DEVICE",
+            sys::MemType::CODE_DEVICE,
+        ),
+        (
+            "NEURON_MEMALLOC_TYPE_TENSORS_DEVICE",
+            sys::MemType::TENSORS_DEVICE,
+        ),
+    ] {
+        assert_eq!(
+            enum_value(&abi, "mem_alloc_category_t", name),
+            u64::from(value.0),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        enum_value(&abi, "NQ_TYPE", "NQ_TYPE_NOTIFY"),
+        u64::from(sys::NQ_TYPE_NOTIFY)
+    );
+    assert_eq!(
+        enum_value(&abi, "NQ_DEVICE_TYPE", "NQ_DEVICE_TYPE_NEURON_CORE"),
+        u64::from(sys::NQ_DEVICE_TYPE_NEURON_CORE)
+    );
 }

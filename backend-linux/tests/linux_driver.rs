@@ -12,8 +12,8 @@ use common::FakeTree;
 use nrt_core::Topology;
 use nrt_core::bitmap::CoreBitmap;
 use nrt_core::driver::{
-    Arch, CoreInitParams, DeviceInfo, Driver, DriverError, DriverVersion, ErrorKind, HwRevision,
-    Platform, ReserveRequest,
+    Arch, CoreInitParams, DeviceBuffer, DeviceInfo, Driver, DriverError, DriverVersion, ErrorKind,
+    ExecRequest, HwRevision, Platform, ReserveRequest, StagedModel,
 };
 use nrt_linux::{LinuxDriver, LinuxError};
 
@@ -245,7 +245,7 @@ fn misc_ioctls_on_a_non_device_fail_cleanly() {
     let err = driver.driver_info().unwrap_err();
     assert_eq!(err.op(), "DRIVER_INFO_GET");
 
-    // EXT0 fails with ENOTTY, so the legacy request is tried, and fails the same way.
+    // No DRIVER_INFO_GET (ENOTTY): no BIG_CORE_MAPS, so the legacy request, which fails too.
     let request = ReserveRequest {
         count: 2,
         start: 0,
@@ -284,17 +284,20 @@ fn misc_ioctls_without_devices_are_not_found() {
 }
 
 #[test]
-fn init_cores_attaches_each_device_and_shutdown_detaches() {
+fn init_cores_on_non_devices_fails_at_core_init_and_detaches() {
     let tree = FakeTree::new("init");
     tree.node(0).node(1);
     tree.class_device(0, "Trainium1", Some("2"));
     let driver = tree.driver();
     driver.discover().unwrap();
-    // Physical cores 1..=2 span both devices.
+    // Physical cores 1..=2 span both devices; a regular file answers CINIT_SET_STATE with
+    // ENOTTY, the first per-core request.
     let p = params(1, 2, 1, false);
-    driver.init_cores(&p).unwrap();
-    // Twice is fine: already attached devices are reused.
-    driver.init_cores(&p).unwrap();
+    for _ in 0..2 {
+        let err = driver.init_cores(&p).unwrap_err();
+        assert_eq!(err.op(), "CINIT_SET_STATE");
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+    }
     driver.shutdown_cores(&p).unwrap();
 }
 
@@ -303,9 +306,65 @@ fn init_cores_discovers_by_itself() {
     let tree = FakeTree::new("init-no-discover");
     tree.node(0);
     tree.class_device(0, "Trainium2", None);
-    tree.driver()
+    let err = tree
+        .driver()
         .init_cores(&params_on(8, 0, 4, 2, false))
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(err.op(), "CINIT_SET_STATE");
+}
+
+#[test]
+fn memory_staging_and_submit_on_non_devices_fail_cleanly() {
+    let tree = FakeTree::new("memory");
+    tree.node(0);
+    tree.class_device(0, "Trainium1", Some("2"));
+    let driver = tree.driver();
+    // No DRIVER_INFO_GET (ENOTTY): the oldest allocation form, which fails the same way.
+    let err = driver.alloc_device(0, 64).unwrap_err();
+    assert_eq!(err.op(), "MEM_ALLOC");
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    let err = driver.alloc_device(1, 64).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let stranger = DeviceBuffer {
+        device: 0,
+        addr: 0x1000,
+        size: 64,
+    };
+    for err in [
+        driver.free_device(stranger).unwrap_err(),
+        driver.write_device(stranger, 0, &[1, 2]).unwrap_err(),
+        driver.read_device(stranger, 0, &mut [0; 2]).unwrap_err(),
+        driver.memset_device(stranger, 0, 7, 64).unwrap_err(),
+        driver.copy_device(stranger, 0, stranger, 0, 8).unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    // Out of range is refused before anything is looked up.
+    let err = driver.write_device(stranger, 60, &[0; 8]).unwrap_err();
+    assert!(err.to_string().contains("out of range"), "{err}");
+    let model = StagedModel {
+        lnc: 0,
+        handle: 1,
+        plumbing: false,
+    };
+    assert_eq!(
+        driver.stop_model(model).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        driver.unstage_model(model).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let request = ExecRequest {
+        subgraphs: &[model],
+        inputs: &[],
+        outputs: &[],
+        timeout_secs: None,
+    };
+    assert_eq!(
+        driver.submit(&request).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
 }
 
 #[test]

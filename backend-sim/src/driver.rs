@@ -246,39 +246,59 @@ impl Driver for SimDriver {
         ))
     }
 
+    /// The kernel driver's scan (`ncrwl_nc_range_mark`), ported step for step: from each free
+    /// core it counts free cores up to `count`; a short run raises `max_nc_available` and the
+    /// scan resumes two cores past where the run stopped (the driver sets `i = j + 1` and its
+    /// loop adds one more), so a free core right after a busy one is never a run's start once
+    /// a run has been cut there. `count` = 0 marks nothing and succeeds at the first free
+    /// core. The range is checked against this machine's cores rather than the driver's 512.
     fn reserve_cores(&self, r: ReserveRequest) -> Result<Reservation, SimError> {
         self.emulation()?;
         let mut cores = self.machine.lock();
-        let n = cores.len() as u32;
-        if r.count == 0 || r.start > r.end || r.end >= n {
+        let n = cores.len() as u64;
+        let (count, start, end) = (u64::from(r.count), u64::from(r.start), u64::from(r.end));
+        if start > end || end >= n {
             return Err(SimError::new(
                 ErrorKind::InvalidArgument,
                 "reservation range out of bounds",
             ));
         }
-        // First run of `count` consecutive free cores in [start, end], as the driver scans.
-        let mut run_start = r.start;
-        let mut longest = 0u32;
-        for i in r.start..=r.end {
-            let free = cores.get(i as usize).is_some_and(|c| c.owner.is_none());
-            if !free {
-                run_start = i + 1;
+        let free = |c: &[CoreState], k: u64| c.get(k as usize).is_some_and(|c| c.owner.is_none());
+        let mut max_range = 0u64;
+        let mut i = start;
+        while i <= end {
+            if !free(&cores, i) {
+                i += 1;
                 continue;
             }
-            let len = i - run_start + 1;
-            longest = longest.max(len);
-            if len == r.count {
+            let mut range_len = 1u64;
+            let mut j = i;
+            while j <= end && j < i + count {
+                if !free(&cores, j) {
+                    break;
+                }
+                range_len = j - i + 1;
+                j += 1;
+            }
+            if range_len >= count {
                 let mut b = CoreBitmap::new();
-                for j in run_start..=i {
-                    if let Some(c) = cores.get_mut(j as usize) {
+                let mut k = i;
+                while k <= end && k < i + count {
+                    if let Some(c) = cores.get_mut(k as usize) {
                         c.owner = Some(self.owner);
                     }
-                    b.insert(j);
+                    b.insert(k as u32);
+                    k += 1;
                 }
                 return Ok(Reservation::Reserved(b));
             }
+            max_range = max_range.max(range_len);
+            // `i = j + 1;` then the for loop's `i++`.
+            i = j + 2;
         }
-        Ok(Reservation::Unavailable { available: longest })
+        Ok(Reservation::Unavailable {
+            available: max_range as u32,
+        })
     }
 
     fn release_cores(&self, bitmap: &CoreBitmap) -> Result<(), SimError> {
