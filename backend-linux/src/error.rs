@@ -245,7 +245,7 @@ impl DriverError for LinuxError {
     }
 
     /// "not implemented by the Linux backend yet": the default of every capability this
-    /// backend does not implement (staging, device memory, submission).
+    /// backend does not implement (none today: every method is implemented, see the crate docs).
     fn unsupported(op: &'static str) -> Self {
         Self {
             op,
