@@ -125,6 +125,12 @@ fn run(a: &EmulateArgs) -> Result<u8, Failure> {
     let (served, ended) = std::thread::scope(|scope| {
         let reaper = scope.spawn(|| child.reap());
         let served = emulator.serve(listener);
+        if let Err(e) = &served {
+            // The program's notified system calls now fail with ENOSYS; say why at once.
+            eprintln!(
+                "nrt emulate: the emulator stopped answering ({e}); waiting for the program to end"
+            );
+        }
         let ended = reaper.join().unwrap_or_else(|_| {
             Err(StartError {
                 message: "the thread reaping the program panicked".into(),
