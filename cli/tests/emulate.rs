@@ -256,3 +256,95 @@ fn nested_emulation_says_why_it_cannot_run() {
     );
     assert!(err.contains("exited with status 125"), "{err}");
 }
+
+/// `--fail-ioctl N:ERRNO` fails exactly the N-th driver ioctl, with that errno; the others
+/// are served (two COMPATIBLE_VERSION requests from Python, when there is a python3).
+#[test]
+fn fail_ioctl_fails_exactly_the_chosen_ioctl() {
+    if !available() {
+        return;
+    }
+    if std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import fcntl")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        eprintln!("SKIPPED: no python3 with fcntl");
+        return;
+    }
+    let script = "import fcntl, os\n\
+        fd = os.open('/dev/neuron0', os.O_RDWR)\n\
+        for _ in range(3):\n\
+        \x20   try:\n\
+        \x20       print('ok', fcntl.ioctl(fd, 0x40084e5d, bytearray(8), True))\n\
+        \x20   except OSError as e:\n\
+        \x20       print('errno', e.errno)\n\
+        os.close(fd)\n";
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("report.txt");
+    let (out, _) = run(
+        tmp.path(),
+        &[
+            "--fail-ioctl",
+            "2:ENOMEM",
+            "--report",
+            report.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            script,
+        ],
+        0,
+    );
+    assert_eq!(out, "ok 0\nerrno 12\nok 0\n");
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        text.starts_with("nrt-emu: 3 ioctls served (1 failed), 0 launches (0 failed)\n"),
+        "{text}"
+    );
+    assert!(text.contains("COMPATIBLE_VERSION"), "{text}");
+    let (out, _) = run(
+        tmp.path(),
+        &["--fail-ioctl", "1", "--", "python3", "-c", script],
+        0,
+    );
+    assert_eq!(out, format!("errno {}\nok 0\nok 0\n", 5));
+}
+
+/// SIGTERM sent to `nrt emulate` reaches the program (exit 143, as its own death by the
+/// signal); processes the program leaves behind are waited for.
+#[test]
+fn signals_are_forwarded_and_orphans_waited_for() {
+    if !available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ready = tmp.path().join("ready");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nrt"))
+        .env("TMPDIR", tmp.path())
+        .args(["emulate", "--", "sh", "-c"])
+        .arg(format!("touch {} && exec sleep 30", ready.display()))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(start.elapsed().as_secs() < 20, "the program never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill with our child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("sh was killed by signal 15"), "{err}");
+    assert!(start.elapsed().as_secs() < 20);
+
+    // The shell exits at once; its background child writes a file 300 ms later, and
+    // nrt emulate returns only after that.
+    let late = tmp.path().join("late");
+    let script = format!("(sleep 0.3; echo late > {}) & exit 4", late.display());
+    run(tmp.path(), &["--", "sh", "-c", &script], 4);
+    assert_eq!(std::fs::read_to_string(&late).unwrap(), "late\n");
+}

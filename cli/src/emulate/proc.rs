@@ -293,6 +293,13 @@ pub(crate) fn spawn(
             io::Error::last_os_error(),
         ));
     }
+    // Forwarding is in place before the program exists (it does nothing until CHILD is set).
+    for sig in FORWARDED {
+        set_handler(sig, forward as *const () as libc::sighandler_t);
+    }
+    for sig in IGNORED {
+        set_handler(sig, libc::SIG_IGN);
+    }
     // SAFETY: the child only makes system calls (and runs `install`) before exec or _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -303,12 +310,6 @@ pub(crate) fn spawn(
         child(cmd, child_end.as_raw_fd(), install);
     }
     CHILD.store(pid, Ordering::Relaxed);
-    for sig in FORWARDED {
-        set_handler(sig, forward as *const () as libc::sighandler_t);
-    }
-    for sig in IGNORED {
-        set_handler(sig, libc::SIG_IGN);
-    }
     drop(child_end);
     let child = Child {
         pid,
@@ -358,9 +359,9 @@ fn filter_error(e: io::Error) -> String {
 
 /// The child, from fork to exec: never returns.
 fn child(cmd: &Command, sock: RawFd, install: fn() -> io::Result<OwnedFd>) -> ! {
-    // The program starts with the default dispositions of the signals Rust's runtime or
-    // the parent's shell may have set to "ignore".
-    for sig in [libc::SIGPIPE, libc::SIGINT, libc::SIGQUIT] {
+    // The program starts with the default dispositions of the signals Rust's runtime
+    // (SIGPIPE) or the parent set.
+    for sig in FORWARDED.into_iter().chain(IGNORED).chain([libc::SIGPIPE]) {
         set_handler(sig, libc::SIG_DFL);
     }
     match install() {
