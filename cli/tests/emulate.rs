@@ -321,7 +321,7 @@ fn signals_are_forwarded_and_orphans_waited_for() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let ready = tmp.path().join("ready");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nrt"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nrt"))
         .env("TMPDIR", tmp.path())
         .args(["emulate", "--", "sh", "-c"])
         .arg(format!("touch {} && exec sleep 30", ready.display()))
