@@ -348,3 +348,19 @@ fn signals_are_forwarded_and_orphans_waited_for() {
     run(tmp.path(), &["--", "sh", "-c", &script], 4);
     assert_eq!(std::fs::read_to_string(&late).unwrap(), "late\n");
 }
+
+#[test]
+fn help_lists_emulate() {
+    let s = common::stdout_of(nrt().arg("--help"));
+    assert!(s.contains("  emulate "), "{s}");
+    let s = common::stdout_of(nrt().args(["emulate", "--help"]));
+    for want in [
+        "Usage: nrt emulate [OPTIONS] <PROGRAM>...",
+        "--instance <INSTANCE>",
+        "--devices <N>",
+        "--fail-ioctl <N[:ERRNO]>",
+        "--report <FILE>",
+    ] {
+        assert!(s.contains(want), "{want} missing from\n{s}");
+    }
+}
