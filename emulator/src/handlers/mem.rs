@@ -18,7 +18,7 @@ use crate::memory::{self, AllocRequest};
 use crate::state::{Chunk, Device, State};
 use crate::target::CHUNK;
 
-fn device<'a>(st: &'a mut State, index: u32) -> Result<&'a mut Device, Fail> {
+fn device(st: &mut State, index: u32) -> Result<&mut Device, Fail> {
     match st.device(index) {
         Some(d) => Ok(d),
         None => errno(libc::ENODEV),
