@@ -479,3 +479,50 @@ impl Child {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn resolve_follows_path_like_execvp() {
+        let dir = tempfile::tempdir().unwrap();
+        let (exe, data) = (dir.path().join("tool"), dir.path().join("data"));
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::write(&data, "").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path =
+            std::env::join_paths(["/nonexistent-dir", dir.path().to_str().unwrap()]).unwrap();
+        // The first executable file on PATH wins; a non-executable one is passed over.
+        assert_eq!(resolve(OsStr::new("tool"), Some(&path)).unwrap(), exe);
+        let e = resolve(OsStr::new("data"), Some(&path)).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (NOT_FOUND, "cannot run data: not found in PATH")
+        );
+        // A name with a slash is a path, PATH unused.
+        assert_eq!(resolve(exe.as_os_str(), Some(OsStr::new(""))).unwrap(), exe);
+        let e = resolve(data.as_os_str(), None).unwrap_err();
+        assert_eq!(e.code, CANNOT_EXECUTE);
+        let e = resolve(OsStr::new(""), None).unwrap_err();
+        assert_eq!(e.code, NOT_FOUND);
+        // Without PATH, the default directories.
+        assert_eq!(
+            resolve(OsStr::new("sh"), None)
+                .unwrap()
+                .file_name()
+                .unwrap(),
+            "sh"
+        );
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(Ended::Exited(0).code(), 0);
+        assert_eq!(Ended::Exited(7).code(), 7);
+        assert_eq!(Ended::Killed(libc::SIGKILL).code(), 137);
+        assert_eq!(Ended::Killed(libc::SIGTERM).code(), 143);
+    }
+}
