@@ -71,7 +71,8 @@ pub struct LinuxDriver {
     pub(crate) next_model: AtomicU64,
     /// Device memory by (device, PA).
     pub(crate) memory: Mutex<HashMap<(u32, u64), Chunk>>,
-    state: Mutex<State>,
+    /// Boxed: the driver stays small beside the other backends (`nrt-backend`'s enum).
+    state: Mutex<Box<State>>,
 }
 
 impl Default for LinuxDriver {
@@ -96,7 +97,7 @@ impl LinuxDriver {
             staged: Mutex::new(HashMap::new()),
             next_model: AtomicU64::new(1),
             memory: Mutex::new(HashMap::new()),
-            state: Mutex::new(State {
+            state: Mutex::new(Box::new(State {
                 cores: Vec::new(),
                 attached: Vec::new(),
                 misc: None,
@@ -105,7 +106,7 @@ impl LinuxDriver {
                 kernel_tgid: None,
                 warned_legacy: false,
                 reserved: CoreBitmap::new(),
-            }),
+            })),
         }
     }
 
@@ -176,7 +177,7 @@ impl LinuxDriver {
         Ok(fd)
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, Box<State>> {
         // The state stays consistent at every unlock, so a panic elsewhere leaves it usable.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
