@@ -196,15 +196,16 @@ impl Emulator {
                     continue;
                 };
                 let (answer, tgid) = self.handle(&listener, &notif);
-                if let Some(answer) = answer {
-                    filter::send(&listener, notif.id, answer)?;
-                }
+                // Watched before the answer: the caller is alive while it waits for it.
                 if let Some(tgid) = tgid.filter(|&t| t != own) {
                     if let std::collections::btree_map::Entry::Vacant(e) = watched.entry(tgid) {
                         if let Some(fd) = pidfd(tgid) {
                             e.insert(fd);
                         }
                     }
+                }
+                if let Some(answer) = answer {
+                    filter::send(&listener, notif.id, answer)?;
                 }
             } else if events & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
                 return Ok(());

@@ -367,6 +367,14 @@ fn parse_names(mut b: &[u8], counts: [u32; 2]) -> Result<(Vec<String>, Vec<Strin
             b = b.get(padded..).unwrap_or(&[]);
         }
     }
+    // I/O indices are positions in the runtime's table, which sorts each side by name.
+    for side in &sides {
+        if side.windows(2).any(|w| w[0].as_bytes() >= w[1].as_bytes()) {
+            return Err(malformed(
+                "stage image names are not in I/O-index (sorted, unique) order",
+            ));
+        }
+    }
     let [inputs, outputs] = sides;
     Ok((inputs, outputs))
 }

@@ -130,9 +130,17 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
 
 #[test]
 fn a_program_runs_through_the_doorbell() {
-    let ((), acc) = emulate(InProcessConfig::new(Instance::Trn1, 1), |emu| {
-        let fd = open(&emu.device_path(0), libc::O_RDWR).unwrap();
-        let core = 1u32;
+    doorbell(Instance::Trn1, 1, 0, 1);
+}
+
+#[test]
+fn a_program_runs_on_the_second_device_of_a_trn2() {
+    doorbell(Instance::Trn2, 2, 1, 5);
+}
+
+fn doorbell(instance: Instance, devices: u32, device: u32, core: u32) {
+    let ((), acc) = emulate(InProcessConfig::new(instance, devices), |emu| {
+        let fd = open(&emu.device_path(device), libc::O_RDWR).unwrap();
 
         // Notification queue.
         let mut nq = [0u8; 48];

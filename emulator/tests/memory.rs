@@ -26,6 +26,12 @@ fn device_alloc_copy_memset_free_round_trip() {
         assert_eq!(r, Ok(0));
         assert_eq!((size, host), (12288, 0));
         assert!(pa >= 1 << 48 && pa % 4096 == 0, "{pa:#x}");
+        // The driver writes the chunk's kernel address over `mem_handle`, and the owner's pid.
+        let mut e = [0u8; 48];
+        put64(&mut e, 0, a);
+        assert_eq!(ioctl(&fd, MEM_GET_EXTENDED_INFO, &mut e), Ok(0));
+        assert_eq!(get64(&e, 0), 0xffff_8880_0000_0000 | a << 8);
+        assert_eq!(get64(&e, 32), u64::from(std::process::id()));
         let acc = emu.accounting();
         assert_eq!((acc.allocations, acc.allocated_bytes), (2, 12288 + 8192));
 
@@ -185,4 +191,79 @@ fn fault_injection_fails_the_nth_ioctl_and_whole_requests_without_effect() {
     assert_eq!(acc.per_request.get(&MEM_ALLOC_V2MT64), Some(&2));
     // The close freed the chunk.
     assert_eq!(acc.allocations, 0);
+}
+
+#[test]
+fn argument_checks_first_fit_and_the_attach_check() {
+    let ((), acc) = emulate(InProcessConfig::new(Instance::Trn1, 1), |emu| {
+        let fd = open(&emu.device_path(0), libc::O_RDWR).unwrap();
+        // nc_id past MAX_NC_PER_DEVICE, HBM channel past the device's, size past i64.
+        assert_eq!(
+            alloc(&fd, 4096, 0, false, 8, CODE_DEVICE),
+            Err(libc::EINVAL)
+        );
+        let mut a = [0u8; 56];
+        let mut handle = 0u64;
+        put64(&mut a, 0, 4096);
+        put32(&mut a, 20, 2);
+        put64(&mut a, 40, &mut handle as *mut u64 as u64);
+        assert_eq!(ioctl(&fd, MEM_ALLOC_V2MT64, &mut a), Err(libc::EINVAL));
+        assert_eq!(
+            alloc(&fd, 1 << 63, 0, false, 0, CODE_DEVICE),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(alloc(&fd, 0, 0, true, 0, MISC_HOST), Err(libc::ENOMEM));
+
+        // Host chunks: first fit in the node's file, a freed range is reused.
+        let h1 = alloc(&fd, 8192, 0, true, 0, MISC_HOST).unwrap();
+        let h2 = alloc(&fd, 4096, 0, true, 0, MISC_HOST).unwrap();
+        let (pa1, pa2) = (ext_info(&fd, h1).1, ext_info(&fd, h2).1);
+        assert_eq!((pa1, pa2), (4096, 4096 + 8192));
+        assert_eq!(free(&fd, h1), Ok(0));
+        let h3 = alloc(&fd, 4096, 0, true, 0, MISC_HOST).unwrap();
+        assert_eq!(ext_info(&fd, h3).1, pa1);
+
+        // MEM_MC_GET_INFO_V2: the chunk holding a PA.
+        let mut m = [0u8; 32];
+        put64(&mut m, 0, pa2 + 100);
+        assert_eq!(ioctl(&fd, 0xc020_4e6f, &mut m), Ok(0));
+        assert_eq!(
+            (get64(&m, 8), get64(&m, 16), get64(&m, 24)),
+            (pa2, 4096, h2)
+        );
+        put64(&mut m, 0, 1 << 40);
+        assert_eq!(ioctl(&fd, 0xc020_4e6f, &mut m), Err(libc::ENOMEM));
+
+        // Notification queues: power-of-two sizes, NeuronCore or TOP_SP types only.
+        let mut nq = [0u8; 48];
+        put32(&mut nq, 8, 1);
+        put32(&mut nq, 16, 3000);
+        put32(&mut nq, 20, 1);
+        assert_eq!(
+            ioctl(&fd, NOTIFICATIONS_INIT_V2, &mut nq),
+            Err(libc::EINVAL)
+        );
+        put32(&mut nq, 16, 4096);
+        put32(&mut nq, 4, 2);
+        assert_eq!(
+            ioctl(&fd, NOTIFICATIONS_INIT_V2, &mut nq),
+            Err(libc::ENOSYS)
+        );
+
+        // Each close flushes: closing a dup of the only attached fd detaches the process,
+        // and the attach-checked MEM_FREE is then refused on the fd still open.
+        // SAFETY: dup of an fd we own.
+        let dup = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&fd)) };
+        assert!(dup >= 0);
+        // SAFETY: closes the dup made above.
+        assert_eq!(unsafe { libc::close(dup) }, 0);
+        assert_eq!(emu.accounting().attached_processes, 0);
+        assert_eq!(
+            emu.accounting().allocations,
+            0,
+            "the last flush freed the chunks"
+        );
+        assert_eq!(free(&fd, h2), Err(libc::EACCES));
+    });
+    assert_eq!((acc.allocations, acc.attached_processes), (0, 0));
 }

@@ -123,9 +123,15 @@ pub(crate) fn free(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     Ok(0)
 }
 
+/// A kernel-looking address standing for the `struct mem_chunk *` of handle `handle`.
+fn chunk_pointer(handle: u64) -> u64 {
+    0xffff_8880_0000_0000 | (handle << 8)
+}
+
 /// `MEM_GET_EXTENDED_INFO`: pa, host_memory, size, mmap_offset (= pa), pid; `version` is
-/// copied back as it came. An unknown handle returns **positive** `EINVAL` (22) as the
-/// ioctl's value, as the driver's `return EINVAL;` does.
+/// copied back as it came. Like the driver (`local.mem_handle = (u64)mc`), it overwrites
+/// `mem_handle` with the chunk's kernel address, not the handle. An unknown handle returns
+/// **positive** `EINVAL` (22) as the ioctl's value, as the driver's `return EINVAL;` does.
 pub(crate) fn extended_info(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     let mut rec = call.read_arg(&ext::LAYOUT)?;
     let dev = device(st, call.device)?;
@@ -137,6 +143,7 @@ pub(crate) fn extended_info(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     rec.set(ext::SIZE, c.size);
     rec.set(ext::MMAP_OFFSET, c.pa);
     rec.set(ext::PID, u64::from(c.owner));
+    rec.set(ext::MEM_HANDLE, chunk_pointer(rec.get(ext::MEM_HANDLE)));
     call.write_arg(&rec)?;
     Ok(0)
 }
@@ -218,6 +225,13 @@ pub(crate) fn buf_copy(st: &mut State, call: &Call<'_, '_>) -> Outcome {
     if to_chunk {
         memory::drop_stages_in(dev, &c);
     }
+    // The driver's device path counts the bytes left in a `u32`: a copy of 4 GiB or more
+    // moves only `size mod 2^32` bytes (host chunks copy everything).
+    let size = if c.is_host() {
+        size
+    } else {
+        u64::from(size as u32)
+    };
     let mut piece = vec![0u8; CHUNK.min(size as usize)];
     let mut done = 0u64;
     while done < size {
