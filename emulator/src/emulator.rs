@@ -26,6 +26,8 @@ pub struct Emulator {
     config: EmuConfig,
     machine: Arc<SimMachine>,
     state: Mutex<State>,
+    /// Thread → thread group, as last read from `/proc` (checked before each use).
+    tgids: Mutex<BTreeMap<u32, u32>>,
     /// An eventfd: readable once [`Emulator::stop`] was called.
     stop: OwnedFd,
 }
@@ -70,6 +72,7 @@ impl Emulator {
             config,
             machine,
             state: Mutex::new(state),
+            tgids: Mutex::new(BTreeMap::new()),
             stop,
         })
     }
@@ -233,12 +236,29 @@ impl Emulator {
         (Some(Answer::Continue), None)
     }
 
+    /// The thread group of thread `tid`: a cached answer while `tid` is still a thread of
+    /// it (one `stat`), else `/proc/tid/status` (several times the cost).
+    fn tgid(&self, tid: u32) -> Option<u32> {
+        let mut cache = self.tgids.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(&tgid) = cache.get(&tid) {
+            if target::is_thread_of(tid, tgid) {
+                return Some(tgid);
+            }
+        }
+        let tgid = target::tgid_of(tid).ok()?;
+        if cache.len() >= 4096 {
+            cache.clear();
+        }
+        cache.insert(tid, tgid);
+        Some(tgid)
+    }
+
     /// The device of fd `fd` of the caller, its open flags and the caller's thread group.
     fn device_fd(&self, tid: u32, fd: u64) -> Option<(u32, i32, u32)> {
         let file = target::fd_file(tid, fd)?;
         let device = self.state().device_of(file)?;
         let flags = target::fd_flags(tid, fd)?;
-        let tgid = target::tgid_of(tid).ok()?;
+        let tgid = self.tgid(tid)?;
         Some((device, flags, tgid))
     }
 
@@ -296,21 +316,25 @@ impl Emulator {
         if flags & libc::O_PATH != 0 {
             return proceed;
         }
-        let Ok(tgid) = target::tgid_of(n.tid) else {
-            return proceed;
-        };
-        let target = Target::new(listener, n.id, n.tid, tgid);
-        let Ok(path) = target.read_cstr(path, libc::PATH_MAX as usize) else {
+        // The thread group is looked up only for the device nodes (most opens are not).
+        let reader = Target::new(listener, n.id, n.tid, 0);
+        let Ok(path) = reader.read_cstr(path, libc::PATH_MAX as usize) else {
             return proceed;
         };
         let Some(file) = target::open_target(n.tid, dirfd, &path) else {
+            return proceed;
+        };
+        if self.state().device_of(file).is_none() {
+            return proceed;
+        }
+        let Some(tgid) = self.tgid(n.tid) else {
             return proceed;
         };
         let mut st = self.state();
         let Some(device) = st.device_of(file) else {
             return proceed;
         };
-        if !target.valid() {
+        if !reader.valid() {
             return (None, None);
         }
         // `IS_NEURON_DEVICE_FREE_ACCESS`: the O_WRONLY bit.

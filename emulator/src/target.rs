@@ -134,6 +134,11 @@ pub(crate) fn tgid_of(tid: u32) -> io::Result<u32> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Tgid in status"))
 }
 
+/// Whether `tid` is (still) a thread of process `tgid`.
+pub(crate) fn is_thread_of(tid: u32, tgid: u32) -> bool {
+    std::fs::symlink_metadata(format!("/proc/{tgid}/task/{tid}")).is_ok()
+}
+
 /// `(st_dev, st_ino)` of a file.
 pub(crate) type FileId = (u64, u64);
 

@@ -293,3 +293,101 @@ fn semaphores_events_reset_and_core_init() {
         assert_eq!(sem(&fd, EVENT_GET, 3, 9, 0), Ok(5));
     });
 }
+
+#[test]
+fn malformed_stage_images_complete_with_status_3() {
+    let ((), acc) = emulate(InProcessConfig::new(Instance::Trn1, 1), |emu| {
+        let fd = open(&emu.device_path(0), libc::O_RDWR).unwrap();
+        let core = 0u32;
+        let mut nq = [0u8; 48];
+        put32(&mut nq, 0, core);
+        put32(&mut nq, 8, 1);
+        put32(&mut nq, 16, 4096);
+        put32(&mut nq, 20, 1);
+        assert_eq!(ioctl(&fd, NOTIFICATIONS_INIT_V2, &mut nq), Ok(0));
+        let queue = Map::new(&fd, get64(&nq, 32), 4096, libc::PROT_READ);
+        let mb = alloc(&fd, 65536, 0, true, core, MISC_HOST).unwrap();
+        let (_, mb_pa, mb_offset, ..) = ext_info(&fd, mb);
+        let mailbox = Map::new(&fd, mb_offset, 65536, libc::PROT_READ | libc::PROT_WRITE);
+        sem(&fd, SEMAPHORE_WRITE, core, 250, mb_pa as u32).unwrap();
+        sem(&fd, SEMAPHORE_WRITE, core, 251, (mb_pa >> 32) as u32).unwrap();
+        let program = kernels::elementwise(kernels::Elementwise::Add, 4, 8, DType::F32)
+            .unwrap()
+            .to_bytes();
+        let good = image(&["a", "b"], &["out"], &program);
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                {
+                    let mut i = good.clone();
+                    i[0] = b'x';
+                    i
+                },
+                "bad stage image magic",
+            ),
+            (
+                {
+                    let mut i = good.clone();
+                    i[8] = 2;
+                    i
+                },
+                "stage image version 2",
+            ),
+            (
+                {
+                    let mut i = good.clone();
+                    i[12] = 30;
+                    i
+                },
+                "stage image header_len 30",
+            ),
+            (
+                {
+                    let mut i = good.clone();
+                    i[24] = 200; // 200 inputs: the names run past the header
+                    i
+                },
+                "stage image names run past the header",
+            ),
+            (
+                image(&["b", "a"], &["out"], &program),
+                "stage image names are not in I/O-index (sorted, unique) order",
+            ),
+            (
+                image(&["a", "b"], &["out"], &[]),
+                "the stage image carries no program",
+            ),
+            (
+                {
+                    let mut i = good.clone();
+                    i[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
+                    i
+                },
+                "run past their chunk",
+            ),
+            (
+                image(&["a", "b"], &["out"], &[1, 2, 3, 4, 5, 6, 7, 8]),
+                "invalid simulator program",
+            ),
+        ];
+        for (seq, (mut img, want)) in (1u64..).zip(cases) {
+            let h = alloc(&fd, img.len() as u64, 0, false, core, CODE_DEVICE).unwrap();
+            assert_eq!(buf_copy(&fd, h, &mut img, 0, true), Ok(0));
+            let (_, pa, ..) = ext_info(&fd, h);
+            mailbox.write(0, &descriptor(seq, pa, &[]));
+            assert_eq!(sem(&fd, SEMAPHORE_INCREMENT, core, 252, 1), Ok(1));
+            let slot = (seq as usize - 1) * 16;
+            assert_eq!(queue.read_u64(slot), seq);
+            assert_eq!(queue.read_u32(slot + 8), 3, "{want}");
+            let msg = mailbox.c_string(32768);
+            assert!(msg.contains(want), "{msg:?} lacks {want:?}");
+            assert_eq!(free(&fd, h), Ok(0));
+        }
+        // No mailbox published: nothing to post, nothing completes.
+        sem(&fd, SEMAPHORE_WRITE, core, 250, 0).unwrap();
+        sem(&fd, SEMAPHORE_WRITE, core, 251, 0).unwrap();
+        assert_eq!(sem(&fd, SEMAPHORE_INCREMENT, core, 252, 1), Ok(1));
+        assert_eq!(sem(&fd, SEMAPHORE_READ, core, 253, 0), Ok(8));
+        drop((queue, mailbox));
+    });
+    assert_eq!((acc.launches, acc.launch_failures), (9, 9));
+}
