@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::nrt;
+use common::{example, nrt};
 
 /// `nrt emulate` with a private TMPDIR (to check the staging directory goes away).
 fn emulate(tmp: &Path) -> assert_cmd::Command {
@@ -363,4 +363,59 @@ fn help_lists_emulate() {
     ] {
         assert!(s.contains(want), "{want} missing from\n{s}");
     }
+}
+
+/// The Linux backend end to end: `nrt run --backend linux` of the MLP spec under
+/// `nrt emulate` writes the same output bytes as the simulator backend, with one launch, no
+/// failed ioctl, and nothing held by the emulator once it has exited.
+#[test]
+#[ignore = "until nrt-linux allocates the mailbox with align 0 (docs/LINUX_BACKEND.md, Emulator): passes with that one-line change"]
+fn linux_backend_under_emulation_matches_the_simulator() {
+    if !available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (sim, linux, report) = (
+        tmp.path().join("sim"),
+        tmp.path().join("linux"),
+        tmp.path().join("report.txt"),
+    );
+    let spec = example("mlp.toml");
+    nrt()
+        .args(["run", "--backend", "sim", &spec, "-o"])
+        .arg(&sim)
+        .assert()
+        .success();
+    let staging = tempfile::tempdir().unwrap();
+    let (out, err) = run(
+        staging.path(),
+        &[
+            "--report",
+            report.to_str().unwrap(),
+            "--",
+            env!("CARGO_BIN_EXE_nrt"),
+            "run",
+            "--backend",
+            "linux",
+            &spec,
+            "-o",
+            linux.to_str().unwrap(),
+        ],
+        0,
+    );
+    assert!(
+        out.contains("backend    linux: /dev/neuron*, model on logical core 0"),
+        "{out}"
+    );
+    let want = std::fs::read(sim.join("y_t.npy")).unwrap();
+    let got = std::fs::read(linux.join("y_t.npy")).unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "y_t.npy differs between the backends");
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(text.contains("(0 failed), 1 launches (0 failed)"), "{text}");
+    assert!(
+        text.contains("held: 0 bytes in 0 allocations, 0 reserved cores, 0 attached processes"),
+        "{text}"
+    );
+    assert!(err.ends_with(&text), "{err}");
 }
