@@ -1,10 +1,12 @@
 //! The command line: clap's description of every subcommand and its arguments.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::backend::{Backend, InstanceArg};
+use crate::emulate::faults::{FailIoctl, parse_fail_ioctl};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -31,6 +33,10 @@ pub(crate) enum Cmd {
     Asm(AsmArgs),
     /// Measure execution latency (p50/p99) and throughput
     Bench(BenchArgs),
+    /// Run a program against the device emulator: /dev/neuron* and their sysfs entries are
+    /// simulated devices, answered at the system-call boundary (Linux: user namespaces and
+    /// seccomp user notification)
+    Emulate(EmulateArgs),
     /// Timeline traces
     Trace {
         #[command(subcommand)]
@@ -133,6 +139,31 @@ pub(crate) struct BenchArgs {
     pub(crate) input: Vec<String>,
     #[command(flatten)]
     pub(crate) target: Target,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EmulateArgs {
+    /// Emulated instance family
+    #[arg(long, value_enum, default_value = "trn1")]
+    pub(crate) instance: InstanceArg,
+    /// Emulated devices (/dev/neuron0 … /dev/neuron{N-1})
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) devices: u32,
+    /// Fail the N-th driver ioctl (counted from 1 over all devices) with ERRNO (a number or a
+    /// name such as ENOMEM) [default ERRNO: EIO]; repeatable
+    #[arg(long, value_name = "N[:ERRNO]", value_parser = parse_fail_ioctl)]
+    pub(crate) fail_ioctl: Vec<FailIoctl>,
+    /// Also write the emulator's accounting (printed on stderr at the end) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub(crate) report: Option<PathBuf>,
+    /// The program and its arguments (after `--`)
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    pub(crate) command: Vec<OsString>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,6 +10,7 @@
 //! nrt ls                                          # devices and cores (like neuron-ls)
 //! nrt build SPEC.toml -o MODEL.neff               # compile a spec into a simulator NEFF
 //! nrt bench MODEL.neff --iterations 200           # latency p50/p99, throughput
+//! nrt emulate --devices 2 -- ./app                # a program against emulated /dev/neuron*
 //! nrt run MODEL.neff --trace t.json && nrt trace render t.json -o timeline.svg
 //! ```
 //!
@@ -26,6 +27,7 @@ mod asm;
 mod backend;
 mod bench;
 mod build;
+mod emulate;
 mod error;
 mod graph;
 mod info;
@@ -62,8 +64,10 @@ fn clap_one_line(e: &clap::Error) -> String {
     }
 }
 
-fn dispatch(cli: Cli) -> Result<()> {
-    match cli.cmd {
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let done = match cli.cmd {
+        // `emulate` exits with the program's status, not just success or failure.
+        Cmd::Emulate(a) => return Ok(emulate::emulate(&a)),
         Cmd::Run(a) => run::run(&a),
         Cmd::Info(a) if a.program => asm::print_programs(&a.model),
         Cmd::Info(a) => info::info(&a.model),
@@ -74,7 +78,8 @@ fn dispatch(cli: Cli) -> Result<()> {
         Cmd::Trace {
             cmd: TraceCmd::Render(a),
         } => svg::render_file(&a.file, &a.output, a.queues, a.width),
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
@@ -104,7 +109,7 @@ fn main() -> ExitCode {
         }
     };
     match std::panic::catch_unwind(|| dispatch(cli)) {
-        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             eprintln!("error: {}", e.one_line());
             ExitCode::from(e.code())
