@@ -232,6 +232,12 @@ impl Emulator {
                     filter::send(&listener, notif.id, answer)?;
                 }
             } else if events & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                // No filtered thread is left, so every watched process has exited, even when
+                // its pidfd was not yet seen readable in this round: flush them all.
+                let mut st = self.state();
+                for tgid in std::mem::take(&mut watched).into_keys() {
+                    lifecycle::process_exit(&mut st, tgid);
+                }
                 return Ok(());
             }
         }
