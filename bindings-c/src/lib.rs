@@ -31,9 +31,10 @@
 
 use std::ffi::{CStr, c_char};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use nrt_core::io::TensorUsage;
-use nrt_core::{Error, InitState, NrtStatus, Runtime, err};
+use nrt_core::{Error, InitState, NrtStatus, ReadyMirror, Runtime, RuntimeOptions, err};
 
 use backend::SwitchDriver;
 use host::CHost;
@@ -45,16 +46,46 @@ static DRIVER: SwitchDriver = SwitchDriver::new();
 /// The process's runtime (created on first use).
 static RT: OnceLock<Rt> = OnceLock::new();
 
-#[inline]
-fn rt() -> &'static Rt {
-    RT.get_or_init(|| Runtime::with_host(&DRIVER, CHost::new()))
+/// The runtime's hot-path gate, mirrored here by the runtime itself
+/// ([`RuntimeOptions::ready_mirror`]): 1 while the runtime is INIT, 0 before, after, and in a
+/// forked child (closed by [`close_ready_in_child`]). It opens only after [`RT`] is set.
+static READY: AtomicU32 = AtomicU32::new(0);
+
+/// The fork-child handler that closes [`READY`] (async-signal-safe: one atomic store).
+extern "C" fn close_ready_in_child() {
+    READY.store(0, Ordering::SeqCst);
 }
 
-/// The runtime if it was created: the hot paths' form, which never runs the initialisation
-/// (so their fast path has no call that could unwind); `None` sends them to their full path.
+#[inline]
+fn rt() -> &'static Rt {
+    RT.get_or_init(|| {
+        // The mirror is used only with its fork-child handler in place.
+        // SAFETY: null prepare and parent handlers are allowed; the child handler is an
+        // `extern "C"` fn item that lives as long as the process.
+        let handler = unsafe { libc::pthread_atfork(None, None, Some(close_ready_in_child)) };
+        Runtime::with_options(
+            &DRIVER,
+            CHost::new(),
+            RuntimeOptions {
+                ready_mirror: (handler == 0).then_some(ReadyMirror(&READY)),
+                ..Default::default()
+            },
+        )
+    })
+}
+
+/// The runtime when its guard would pass (INIT, not in a forked child): one load and one
+/// comparison, then the runtime without another check. `None` sends a hot path to its full
+/// path, which reports why.
 #[inline(always)]
-fn rt_if_created() -> Option<&'static Rt> {
-    RT.get()
+fn rt_if_ready() -> Option<&'static Rt> {
+    if READY.load(Ordering::Acquire) != 1 {
+        return None;
+    }
+    // SAFETY: `READY` is set to 1 only by the runtime stored in `RT` (its `set_state`), which
+    // exists only once `RT.get_or_init` has completed; the Acquire load above synchronises
+    // with that Release store, so `RT` is set.
+    Some(unsafe { RT.get().unwrap_unchecked() })
 }
 
 /// Makes records of the `log` facade (warnings and errors, such as the driver's

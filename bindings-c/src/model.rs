@@ -108,7 +108,7 @@ fn model_counts(model: *const c_void) -> Result<(u32, u32, u32), Error> {
 /// through memory written in pieces and read whole, which stalls store forwarding.
 #[inline(always)]
 fn try_model_core_count(model: *const c_void) -> Option<u32> {
-    crate::rt_if_created()?.try_model_core_count(ModelHandle::from_raw(model as u64))
+    crate::rt_if_ready()?.model_core_count_if_live(ModelHandle::from_raw(model as u64))
 }
 
 macro_rules! model_count_fn {

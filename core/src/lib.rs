@@ -86,7 +86,7 @@ pub use fmt::Level;
 pub use host::{Host, NoHost, NoPlatform, Platform};
 #[cfg(feature = "alloc")]
 pub use runtime::{CompletionHook, ExecMode, ModelHandle, ModelRef, Xu};
-pub use runtime::{FrameworkInfo, FrameworkType, Runtime, RuntimeOptions};
+pub use runtime::{FrameworkInfo, FrameworkType, ReadyMirror, Runtime, RuntimeOptions};
 pub use state::InitState;
 pub use status::{NrtStatus, status_as_str};
 pub use topology::Topology;

@@ -6,10 +6,14 @@ pub(crate) use core::sync::atomic::compiler_fence;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
 
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub(crate) use core::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{
     AtomicPtr, AtomicU32, AtomicUsize, Ordering, compiler_fence, fence,
 };
+#[cfg(all(loom, target_has_atomic = "64"))]
+pub(crate) use loom::sync::atomic::AtomicU64;
 
 /// Tells the scheduler (or loom) that this thread is waiting for another one.
 #[inline]

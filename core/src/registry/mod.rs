@@ -67,6 +67,8 @@ use core::fmt;
 use core::mem::MaybeUninit;
 use core::ptr;
 
+#[cfg(target_has_atomic = "64")]
+use crate::sync::AtomicU64;
 use crate::sync::{
     AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell, compiler_fence, fence, spin_hint,
 };
@@ -109,6 +111,12 @@ impl CounterLine {
 struct Slot<T> {
     state: AtomicU32,
     id: AtomicU32,
+    /// The handle ([`Handle::to_raw`]) while the slot is LIVE, 0 otherwise: set after the
+    /// state becomes LIVE, cleared before it leaves LIVE, so reading the handle here means
+    /// the value was LIVE at that instant ([`Registry::is_live`] in one load and one
+    /// comparison). Handles are never 0 (ids start at 1).
+    #[cfg(target_has_atomic = "64")]
+    live_key: AtomicU64,
     value: UnsafeCell<MaybeUninit<T>>,
 }
 
@@ -198,6 +206,8 @@ impl<T> Chunk<T> {
                 .map(|_| Slot {
                     state: AtomicU32::new(EMPTY),
                     id: AtomicU32::new(0),
+                    #[cfg(target_has_atomic = "64")]
+                    live_key: AtomicU64::new(0),
                     value: UnsafeCell::new(MaybeUninit::uninit()),
                 })
                 .collect::<Vec<_>>()
@@ -410,10 +420,13 @@ impl<T> Registry<T> {
         slot.id.store(id, Ordering::Relaxed);
         // Publish: a reader that sees LIVE also sees the id and the value.
         slot.state.store(LIVE, Ordering::Release);
-        Ok(Handle {
+        let handle = Handle {
             slot: index as u32,
             id,
-        })
+        };
+        #[cfg(target_has_atomic = "64")]
+        slot.live_key.store(handle.to_raw(), Ordering::Release);
+        Ok(handle)
     }
 
     /// Takes a reference to the value of `handle`, or `None` if it is not registered (never
@@ -490,7 +503,11 @@ impl<T> Registry<T> {
     /// Whether `slot` holds the LIVE value `handle` names.
     #[inline(always)]
     fn slot_is(slot: &Slot<T>, handle: Handle) -> bool {
-        slot.state.load(Ordering::Acquire) == LIVE && slot.id.load(Ordering::Relaxed) == handle.id
+        #[cfg(target_has_atomic = "64")]
+        return slot.live_key.load(Ordering::Acquire) == handle.to_raw();
+        #[cfg(not(target_has_atomic = "64"))]
+        return slot.state.load(Ordering::Acquire) == LIVE
+            && slot.id.load(Ordering::Relaxed) == handle.id;
     }
 
     /// Slot `index`, if its chunk is allocated: through the chunk's slot pointer when it is
@@ -591,6 +608,10 @@ impl<'a, T> Ref<'a, T> {
     /// is released; the returned [`Erased`] waits for the others and then frees the value. Fails
     /// (returning `self`) if someone else erased it first.
     pub fn erase(self) -> Result<Erased<'a, T>, Self> {
+        // The key goes before the state leaves LIVE (see `Slot::live_key`). Clearing it when
+        // the exchange below fails is harmless: the state was not LIVE, so neither was the key.
+        #[cfg(target_has_atomic = "64")]
+        self.slot.live_key.store(0, Ordering::Release);
         match self
             .slot
             .state

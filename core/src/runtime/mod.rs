@@ -167,7 +167,24 @@ pub struct RuntimeOptions {
     /// While `unload` waits for references to drain it logs "still waiting for model[%u] ref
     /// count 0" every this many relax periods (100 000 × 1 ms ≈ 100 s on a std host).
     pub unload_warn_every: u64,
+    /// A word the runtime sets to 1 when its hot-path gate opens (entering INIT) and to 0
+    /// when it closes (any other state), so that a process-global front end (the C library)
+    /// can test "the guard would pass" with one load from a static. It does not follow forks
+    /// by itself: its owner closes it in a fork-child handler of its own.
+    pub ready_mirror: Option<ReadyMirror>,
 }
+
+/// The word of [`RuntimeOptions::ready_mirror`] (compared by address).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadyMirror(pub &'static AtomicU32);
+
+impl PartialEq for ReadyMirror {
+    fn eq(&self, other: &Self) -> bool {
+        core::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for ReadyMirror {}
 
 impl RuntimeOptions {
     /// The default upper bound on loaded models.
@@ -179,6 +196,7 @@ impl Default for RuntimeOptions {
         Self {
             max_models: Self::DEFAULT_MAX_MODELS,
             unload_warn_every: 100_000,
+            ready_mirror: None,
         }
     }
 }
@@ -354,14 +372,17 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// before the state changes, entering INIT opens it after, so the gate never passes
     /// where the state word would not.
     pub(crate) fn set_state(&self, s: InitState) {
+        let gate = |v: u32| {
+            self.ready_gate.store(v, Ordering::Release);
+            if let Some(ReadyMirror(mirror)) = self.options.ready_mirror {
+                mirror.store(u32::from(v != NOT_READY), Ordering::Release);
+            }
+        };
         if s == InitState::Init {
             self.state.set(s);
-            self.ready_gate.store(
-                self.fork_generation_at_registration.load(Ordering::Acquire),
-                Ordering::Release,
-            );
+            gate(self.fork_generation_at_registration.load(Ordering::Acquire));
         } else {
-            self.ready_gate.store(NOT_READY, Ordering::Release);
+            gate(NOT_READY);
             self.state.set(s);
         }
     }

@@ -276,6 +276,15 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         if !self.is_ready() {
             return None;
         }
+        self.model_core_count_if_live(h)
+    }
+
+    /// [`Runtime::try_model_core_count`] for a caller that already found the hot-path gate
+    /// open through its [`RuntimeOptions::ready_mirror`](super::RuntimeOptions::ready_mirror):
+    /// `None` when the model is not live. Without that check the answer may come from a
+    /// runtime that is not INIT.
+    #[inline]
+    pub fn model_core_count_if_live(&self, h: ModelHandle) -> Option<u32> {
         // The answer reads nothing of the model, so no reference is taken: the model is
         // checked live at one instant (`Registry::is_live`), and the count is the session's.
         self.models.is_live(h).then(|| self.published.lnc_size())
