@@ -75,18 +75,20 @@ impl Backend for SimBackend {
     }
 }
 
-/// The MLP of the suite: batch 32, 64 → 48 (relu) → 16, bf16, every weight an input.
-const DIMS: (u64, u64, u64, u64) = (32, 64, 48, 16);
+/// The MLP of the suite: (batch, d_in, hidden, d_out) = (32, 64, 48, 16), relu, bf16, every
+/// weight an input.
+pub const MLP_DIMS: (u64, u64, u64, u64) = (32, 64, 48, 16);
 
-/// Deterministic small values, exactly representable in bf16.
-fn values(seed: u32, n: usize) -> Vec<f32> {
+/// Deterministic small values, exactly representable in bf16 (the MLP's data, by seed).
+pub fn mlp_values(seed: u32, n: usize) -> Vec<f32> {
     (0..n)
         .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 17) as f32 / 8.0 - 1.0)
         .collect()
 }
 
-fn mlp_program() -> engine::Program {
-    let (batch, d_in, hidden, d_out) = DIMS;
+/// The MLP as a simulator program.
+pub fn mlp_program() -> engine::Program {
+    let (batch, d_in, hidden, d_out) = MLP_DIMS;
     kernels::mlp(batch, d_in, hidden, d_out, DType::Bf16, ActFunc::Relu)
         .unwrap_or_else(|e| panic!("the suite's MLP builds: {e}"))
 }
@@ -99,8 +101,8 @@ pub fn mlp_neff() -> Vec<u8> {
 
 /// The MLP's inputs (name, bytes).
 pub fn mlp_inputs() -> Vec<(&'static str, Vec<u8>)> {
-    let (batch, d_in, hidden, d_out) = DIMS;
-    let e = |seed, n: u64| engine::encode_f32(DType::Bf16, &values(seed, n as usize));
+    let (batch, d_in, hidden, d_out) = MLP_DIMS;
+    let e = |seed, n: u64| engine::encode_f32(DType::Bf16, &mlp_values(seed, n as usize));
     vec![
         ("x_t", e(1, d_in * batch)),
         ("w1", e(2, d_in * hidden)),
@@ -126,7 +128,7 @@ pub fn mlp_expected() -> Vec<u8> {
 }
 
 /// Input and output sets for the MLP on logical core 0.
-fn try_mlp_sets<D: Driver + Sync, H: nrt_core::Host + Sync>(
+pub fn try_mlp_sets<D: Driver + Sync, H: nrt_core::Host + Sync>(
     rt: &Runtime<D, H>,
     placement: TensorPlacement,
 ) -> nrt_core::Result<(TensorSet<'_>, TensorSet<'_>)> {
@@ -137,20 +139,22 @@ fn try_mlp_sets<D: Driver + Sync, H: nrt_core::Host + Sync>(
         inputs.add(name, t);
     }
     let mut outputs = TensorSet::new();
-    let o = rt.tensor_allocate(placement, 0, DIMS.3 * DIMS.0 * 2, "y_t")?;
+    let o = rt.tensor_allocate(placement, 0, MLP_DIMS.3 * MLP_DIMS.0 * 2, "y_t")?;
     o.memset(0, 0xEE, o.size())?;
     outputs.add("y_t", o);
     Ok((inputs, outputs))
 }
 
-fn mlp_sets<D: Driver + Sync, H: nrt_core::Host + Sync>(
+/// [`try_mlp_sets`], which must succeed.
+pub fn mlp_sets<D: Driver + Sync, H: nrt_core::Host + Sync>(
     rt: &Runtime<D, H>,
     placement: TensorPlacement,
 ) -> (TensorSet<'_>, TensorSet<'_>) {
     try_mlp_sets(rt, placement).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn read_all(set: &TensorSet<'_>, name: &str) -> Vec<u8> {
+/// Every byte of tensor `name` of `set`.
+pub fn read_all(set: &TensorSet<'_>, name: &str) -> Vec<u8> {
     let t = set.get(name).unwrap_or_else(|e| panic!("{e}"));
     let mut v = vec![0u8; t.size() as usize];
     t.read(0, &mut v).unwrap_or_else(|e| panic!("{e}"));
@@ -272,7 +276,14 @@ pub fn execute<B: Backend>(b: &B) {
         rt.tensor_allocate(TensorPlacement::Device, 0, 8, "small")
             .unwrap_or_else(|e| panic!("{e}")),
     );
-    assert_err_prefix(rt.execute(h, &i, &bad), NrtStatus::Invalid, "");
+    assert_err(
+        rt.execute(h, &i, &bad),
+        NrtStatus::Invalid,
+        &format!(
+            "The output tensor \"y_t\" has 8 bytes, model {} expects 1024",
+            h.id()
+        ),
+    );
     drop((i, bad));
     // Device tensors: write, read, memset, copy, slices, bounds.
     let t = rt

@@ -8,13 +8,13 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use nrt_core::tensor::{TensorPlacement, TensorSet};
+use nrt_core::tensor::TensorPlacement;
 use nrt_core::{Level, NrtStatus, Runtime};
 use nrt_emu::{Accounting, FaultPlan, InProcess, InProcessConfig};
 use nrt_host::CapturingHost;
 use nrt_linux::LinuxDriver;
 use nrt_sim::Instance;
-use nrt_tests::conformance::{mlp_expected, mlp_inputs, mlp_neff};
+use nrt_tests::conformance::{mlp_expected, mlp_neff, try_mlp_sets};
 use nrt_tests::init;
 
 /// Records of the `log` facade (what backends report through, such as the Linux backend's
@@ -70,22 +70,12 @@ fn cycle(emu: &InProcess, neff: &[u8]) -> (Result<Vec<u8>, Outcome>, Vec<String>
         init(&rt, &[]).map_err(fail("init"))?;
         let h = rt.load(neff, 0, -1).map_err(fail("load"))?;
         let run = || -> nrt_core::Result<Vec<u8>> {
-            let mut inputs = TensorSet::new();
-            for (name, data) in mlp_inputs() {
-                let t = rt.tensor_allocate(TensorPlacement::Device, 0, data.len() as u64, name)?;
-                t.write(0, &data)?;
-                inputs.add(name, t);
-            }
-            let mut outputs = TensorSet::new();
-            let size = mlp_expected().len() as u64;
-            outputs.add(
-                "y_t",
-                rt.tensor_allocate(TensorPlacement::Device, 0, size, "y_t")?,
-            );
+            let (inputs, outputs) = try_mlp_sets(&rt, TensorPlacement::Device)?;
             rt.execute(h, &inputs, &outputs)?;
-            let mut out = vec![0u8; size as usize];
-            outputs.get("y_t")?.read(0, &mut out)?;
-            Ok(out)
+            let out = outputs.get("y_t")?;
+            let mut bytes = vec![0u8; out.size() as usize];
+            out.read(0, &mut bytes)?;
+            Ok(bytes)
         };
         let out = run().map_err(fail("execute"));
         let unloaded = rt.unload(h).map_err(fail("unload"));
@@ -159,6 +149,11 @@ fn specified(o: &Outcome) -> Option<(NrtStatus, &'static str)> {
             "execute",
             NrtStatus::Failure,
             "Failed to write device memory: ",
+        ),
+        (
+            "execute",
+            NrtStatus::Failure,
+            "Failed to set device memory: ",
         ),
         (
             "execute",

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use nrt_core::tensor::{TensorPlacement, TensorSet};
 use nrt_core::{NrtStatus, Runtime};
 use nrt_host::CapturingHost;
-use nrt_sim::engine::{
-    self, ActFunc, DType, Device, EngineId, ExecOptions, ProgramBuilder, kernels,
-};
+use nrt_sim::engine::{self, DType, EngineId, ProgramBuilder};
 use nrt_sim::neff::neff_from_programs;
 use nrt_sim::{Instance, SimConfig, SimDriver, SimMachine};
+use nrt_tests::conformance::{MLP_DIMS, mlp_expected, mlp_program, mlp_sets, mlp_values, read_all};
 use nrt_tests::{assert_err_prefix, init};
 
 type Rt = Runtime<SimDriver, Arc<CapturingHost>>;
@@ -23,59 +22,14 @@ fn runtime(vars: &[(&str, &str)]) -> (Rt, Arc<SimMachine>) {
     (rt, machine)
 }
 
-/// Deterministic small values, exactly representable in bf16.
-fn values(seed: u32, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 17) as f32 / 8.0 - 1.0)
-        .collect()
-}
-
-const DIMS: (u64, u64, u64, u64) = (32, 64, 48, 16); // batch, d_in, hidden, d_out
-
-fn mlp_inputs() -> Vec<(&'static str, Vec<u8>)> {
-    let (batch, d_in, hidden, d_out) = DIMS;
-    let dt = DType::Bf16;
-    vec![
-        (
-            "x_t",
-            engine::encode_f32(dt, &values(1, (d_in * batch) as usize)),
-        ),
-        (
-            "w1",
-            engine::encode_f32(dt, &values(2, (d_in * hidden) as usize)),
-        ),
-        ("b1", engine::encode_f32(dt, &values(3, hidden as usize))),
-        (
-            "w2",
-            engine::encode_f32(dt, &values(4, (hidden * d_out) as usize)),
-        ),
-        ("b2", engine::encode_f32(dt, &values(5, d_out as usize))),
-    ]
-}
-
-fn mlp_program() -> engine::Program {
-    let (batch, d_in, hidden, d_out) = DIMS;
-    kernels::mlp(batch, d_in, hidden, d_out, DType::Bf16, ActFunc::Relu).unwrap()
-}
-
-/// The output computed by running the program on an engine device directly.
-fn direct_output() -> Vec<u8> {
-    let mut dev = Device::new(Instance::Trn1);
-    let lp = dev.load(0, mlp_program()).unwrap();
-    let ins = mlp_inputs();
-    let refs: Vec<(&str, &[u8])> = ins.iter().map(|(n, d)| (*n, d.as_slice())).collect();
-    let (outs, _) = dev.run(&lp, &refs, &ExecOptions::default()).unwrap();
-    outs.into_iter().find(|(n, _)| n == "y_t").unwrap().1
-}
-
 /// A straightforward reference: y_t = W2ᵀ relu(W1ᵀ x_t + b1) + b2, fp32 accumulation in k
 /// order, the hidden layer rounded to bf16 as the program stores it.
 fn reference_output() -> Vec<f32> {
     let (batch, d_in, hidden, d_out) = (
-        DIMS.0 as usize,
-        DIMS.1 as usize,
-        DIMS.2 as usize,
-        DIMS.3 as usize,
+        MLP_DIMS.0 as usize,
+        MLP_DIMS.1 as usize,
+        MLP_DIMS.2 as usize,
+        MLP_DIMS.3 as usize,
     );
     let dt = DType::Bf16;
     let r = |v: Vec<f32>| {
@@ -84,11 +38,11 @@ fn reference_output() -> Vec<f32> {
             .collect::<Vec<f32>>()
     };
     let (x, w1, b1, w2, b2) = (
-        r(values(1, d_in * batch)),
-        r(values(2, d_in * hidden)),
-        r(values(3, hidden)),
-        r(values(4, hidden * d_out)),
-        r(values(5, d_out)),
+        r(mlp_values(1, d_in * batch)),
+        r(mlp_values(2, d_in * hidden)),
+        r(mlp_values(3, hidden)),
+        r(mlp_values(4, hidden * d_out)),
+        r(mlp_values(5, d_out)),
     );
     let mut h = vec![0f32; hidden * batch];
     for j in 0..hidden {
@@ -113,31 +67,6 @@ fn reference_output() -> Vec<f32> {
     y
 }
 
-fn sets<'rt>(rt: &'rt Rt, placement: TensorPlacement) -> (TensorSet<'rt>, TensorSet<'rt>) {
-    let mut inputs = TensorSet::new();
-    for (name, data) in mlp_inputs() {
-        let t = rt
-            .tensor_allocate(placement, 0, data.len() as u64, name)
-            .unwrap();
-        t.write(0, &data).unwrap();
-        inputs.add(name, t);
-    }
-    let mut outputs = TensorSet::new();
-    let size = DIMS.3 * DIMS.0 * 2;
-    outputs.add(
-        "y_t",
-        rt.tensor_allocate(placement, 0, size, "y_t").unwrap(),
-    );
-    (inputs, outputs)
-}
-
-fn read_all(set: &TensorSet<'_>, name: &str) -> Vec<u8> {
-    let t = set.get(name).unwrap();
-    let mut v = vec![0u8; t.size() as usize];
-    t.read(0, &mut v).unwrap();
-    v
-}
-
 #[test]
 fn mlp_neff_executes_through_the_runtime() {
     let neff = neff_from_programs("mlp", &[mlp_program()]).unwrap();
@@ -145,9 +74,9 @@ fn mlp_neff_executes_through_the_runtime() {
     machine.set_reports(nrt_sim::Reports::Counters);
     let h = rt.load(&neff, 0, -1).unwrap();
     assert!(!rt.model(h).unwrap().is_plumbing());
-    let expected = direct_output();
+    let expected = mlp_expected();
     for placement in [TensorPlacement::Device, TensorPlacement::Host] {
-        let (i, o) = sets(&rt, placement);
+        let (i, o) = mlp_sets(&rt, placement);
         rt.execute(h, &i, &o).unwrap();
         assert_eq!(read_all(&o, "y_t"), expected, "{placement:?}");
     }
@@ -183,12 +112,12 @@ fn sync_and_implicit_async_give_identical_outputs() {
     let neff = neff_from_programs("mlp", &[mlp_program()]).unwrap();
     let (rt, _m) = runtime(&[]);
     let h = rt.load(&neff, 0, -1).unwrap();
-    let (i, o) = sets(&rt, TensorPlacement::Device);
+    let (i, o) = mlp_sets(&rt, TensorPlacement::Device);
     rt.execute(h, &i, &o).unwrap();
     let sync = read_all(&o, "y_t");
     let (rt2, _m2) = runtime(&[("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "4")]);
     let h2 = rt2.load(&neff, 0, -1).unwrap();
-    let (i2, o2) = sets(&rt2, TensorPlacement::Device);
+    let (i2, o2) = mlp_sets(&rt2, TensorPlacement::Device);
     rt2.execute(h2, &i2, &o2).unwrap();
     rt2.async_drain(0).unwrap();
     assert_eq!(read_all(&o2, "y_t"), sync);
@@ -199,7 +128,7 @@ fn explicit_async_runs_several_in_order() {
     let neff = neff_from_programs("mlp", &[mlp_program()]).unwrap();
     let (rt, machine) = runtime(&[]);
     let h = rt.load(&neff, 0, -1).unwrap();
-    let (i, o) = sets(&rt, TensorPlacement::Device);
+    let (i, o) = mlp_sets(&rt, TensorPlacement::Device);
     let seqs: Vec<u64> = (0..4)
         .map(|_| rt.execute_schedule(h, &i, &o, 0, None).unwrap())
         .collect();
@@ -207,7 +136,7 @@ fn explicit_async_runs_several_in_order() {
     assert_eq!(rt.process_async(), 4);
     assert!(seqs.iter().all(|&s| rt.is_completed(s).unwrap()));
     assert_eq!(machine.executions(), 4);
-    assert_eq!(read_all(&o, "y_t"), direct_output());
+    assert_eq!(read_all(&o, "y_t"), mlp_expected());
 }
 
 #[test]

@@ -268,21 +268,12 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         Ok(self.published.topology().relative_lnc(m.lnc()).unwrap_or(0))
     }
 
-    /// [`Runtime::model_core_count`] when it would succeed, `None` otherwise — without logging
-    /// or building an [`Error`] (a 520-byte value whose moves dominated the C hot path). The C
-    /// library answers from this and calls the full form only to report a failure.
-    #[inline]
-    pub fn try_model_core_count(&self, h: ModelHandle) -> Option<u32> {
-        if !self.is_ready() {
-            return None;
-        }
-        self.model_core_count_if_live(h)
-    }
-
-    /// [`Runtime::try_model_core_count`] for a caller that already found the hot-path gate
-    /// open through its [`RuntimeOptions::ready_mirror`](super::RuntimeOptions::ready_mirror):
-    /// `None` when the model is not live. Without that check the answer may come from a
-    /// runtime that is not INIT.
+    /// The physical core count of [`Runtime::model_core_count`] when the model is live, without
+    /// taking a reference or building an [`Error`] (the C hot path), for a caller that already
+    /// found the hot-path gate open ([`Runtime::is_ready`], or its
+    /// [`RuntimeOptions::ready_mirror`](super::RuntimeOptions::ready_mirror)): `None` when the
+    /// model is not live. Without that check the answer may come from a runtime that is not
+    /// INIT.
     #[inline]
     pub fn model_core_count_if_live(&self, h: ModelHandle) -> Option<u32> {
         // The answer reads nothing of the model, so no reference is taken: the model is
