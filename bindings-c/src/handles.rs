@@ -11,7 +11,7 @@
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use nrt_core::registry::{Handle, InsertError, Ref, Registry};
+use nrt_core::registry::{Handle, InsertError, ReaderId, Ref, Registry};
 use nrt_core::{Error, err};
 
 /// Bits of the slot index in a packed handle (so a registry has at most 2^20 slots).
@@ -91,13 +91,14 @@ impl<T> Handles<T> {
 
     /// [`Handles::resolve`] when it succeeds, `None` otherwise, without building an error (the
     /// hot paths call this first and `resolve` only to report a failure).
+    /// `reader` is the calling thread's reader row (`nrt_host::reader_id()`), looked up once
+    /// by a call that resolves several handles.
     #[inline]
-    pub(crate) fn try_resolve(&self, p: *const c_void) -> Option<Ref<'_, T>> {
+    pub(crate) fn try_resolve_as(&self, p: *const c_void, reader: ReaderId) -> Option<Ref<'_, T>> {
         if p.is_null() {
             return None;
         }
-        self.registry
-            .resolve(self.unpack(p)?, nrt_host::reader_id())
+        self.registry.resolve(self.unpack(p)?, reader)
     }
 
     /// Unregisters the object of `p` and returns it once no call holds a reference to it.

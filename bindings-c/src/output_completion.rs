@@ -61,9 +61,8 @@ pub(crate) extern "C" fn nrt_tensor_check_output_completion(
         let deadline = u64::try_from(timeout).ok().map(Duration::from_micros);
         let mut warned = false;
         let c = counters();
-        let mut m = c.lock();
         loop {
-            let count = m.get(&key).copied().unwrap_or(0);
+            let count = c.get(key);
             if count >= expected_completion_count {
                 return Ok(());
             }
@@ -88,7 +87,9 @@ pub(crate) extern "C" fn nrt_tensor_check_output_completion(
                     UNBOUNDED_WARNING
                 }
             };
-            m = c.wait_timeout(m, wait.min(Duration::from_millis(100)));
+            c.wait_timeout(wait.min(Duration::from_millis(100)), || {
+                c.get(key) >= expected_completion_count
+            });
         }
     })
 }
@@ -99,7 +100,7 @@ pub(crate) extern "C" fn nrt_tensor_reset_output_completion(output_tensor: *mut 
     api!("nrt_tensor_reset_output_completion", {
         rt().guard()?;
         let key = key_of(output_tensor)?;
-        counters().lock().remove(&key);
+        counters().reset(key);
         Ok(())
     })
 }

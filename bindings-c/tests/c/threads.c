@@ -1,5 +1,6 @@
 /* Four threads execute the same model while another thread unloads a second model and loads a
- * third, repeatedly; every status is checked and every output compared. */
+ * third, repeatedly, and a third kind of thread keeps replacing the tensors of an input set the
+ * executors share (with equal copies); every status is checked and every output compared. */
 #include <pthread.h>
 
 #include "common.h"
@@ -9,6 +10,12 @@ static size_t neff_size;
 static unsigned char *expected;
 static size_t expected_size;
 static nrt_model_t *shared_model;
+/* Input set shared by every executor (odd iterations) while `updater` rewrites it. */
+static nrt_tensor_set_t *shared_in;
+/* Two copies of each input, with equal contents, that `updater` swaps into `shared_in`. */
+static nrt_tensor_t *copies[2][16];
+static size_t input_count;
+static const char *input_names[16];
 
 #define ITERS 200
 
@@ -39,7 +46,7 @@ static void *executor(void *arg) {
     }
     unsigned char *got = malloc(expected_size);
     for (int k = 0; k < ITERS; k++) {
-        CHECK(nrt_execute(shared_model, in, out));
+        CHECK(nrt_execute(shared_model, (k & 1) ? shared_in : in, out));
         CHECK(nrt_tensor_read(y, got, 0, expected_size));
         if (memcmp(got, expected, expected_size) != 0) {
             fprintf(stderr, "wrong output in iteration %d\n", k);
@@ -51,6 +58,20 @@ static void *executor(void *arg) {
     nrt_destroy_tensor_set(&in);
     nrt_destroy_tensor_set(&out);
     CHECK(nrt_free_model_tensor_info(info));
+    return NULL;
+}
+
+static void *updater(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 300; k++) {
+        for (size_t i = 0; i < input_count; i++)
+            CHECK(nrt_add_tensor_to_tensor_set(shared_in, input_names[i], copies[k & 1][i]));
+        /* Sets come and go meanwhile. */
+        nrt_tensor_set_t *scratch = NULL;
+        CHECK(nrt_allocate_tensor_set(&scratch));
+        CHECK(nrt_add_tensor_to_tensor_set(scratch, "x", copies[0][0]));
+        nrt_destroy_tensor_set(&scratch);
+    }
     return NULL;
 }
 
@@ -78,14 +99,39 @@ int main(int argc, char **argv) {
     nrt_model_t *second = NULL;
     CHECK(nrt_load(neff_bytes, neff_size, 0, -1, &shared_model));
     CHECK(nrt_load(neff_bytes, neff_size, 1, -1, &second));
-    pthread_t t[5];
+    nrt_tensor_info_array_t *info = NULL;
+    CHECK(nrt_get_model_tensor_info(shared_model, &info));
+    CHECK(nrt_allocate_tensor_set(&shared_in));
+    for (size_t i = 0; i < info->tensor_count; i++) {
+        nrt_tensor_info_t *ti = &info->tensor_array[i];
+        if (ti->usage != NRT_TENSOR_USAGE_INPUT) continue;
+        size_t size = 0;
+        snprintf(path, sizeof path, "%s/%s.bin", argv[1], ti->name);
+        void *data = read_file(path, &size);
+        for (int c = 0; c < 2; c++) {
+            CHECK(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, ti->size, ti->name,
+                                      &copies[c][input_count]));
+            CHECK(nrt_tensor_write(copies[c][input_count], data, 0, size));
+        }
+        free(data);
+        input_names[input_count] = ti->name;
+        CHECK(nrt_add_tensor_to_tensor_set(shared_in, ti->name, copies[0][input_count]));
+        input_count++;
+    }
+    pthread_t t[6];
     for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, executor, NULL);
     pthread_create(&t[4], NULL, reloader, second);
-    for (int i = 0; i < 5; i++) pthread_join(t[i], NULL);
+    pthread_create(&t[5], NULL, updater, NULL);
+    for (int i = 0; i < 6; i++) pthread_join(t[i], NULL);
+    nrt_destroy_tensor_set(&shared_in);
+    for (size_t i = 0; i < input_count; i++)
+        for (int c = 0; c < 2; c++) nrt_tensor_free(&copies[c][i]);
+    CHECK(nrt_free_model_tensor_info(info));
     CHECK(nrt_unload(shared_model));
     nrt_close();
     free(neff_bytes);
     free(expected);
-    printf("threads: OK (4 x %d executions while reloading 50 times)\n", ITERS);
+    printf("threads: OK (4 x %d executions while reloading 50 times and rewriting a shared "
+           "input set 300 times)\n", ITERS);
     return 0;
 }
