@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Runs each model of models.py with onnxruntime (CPUExecutionProvider) and with the runner on the
+same seeded inputs and compares every output; prints max abs / rel error per output. Exit status
+1 when any output is out of bounds or the runner fails, 0 otherwise.
+
+Bounds: an output element passes when |out - ref| <= atol + rtol * |ref| (and non-finite values
+match exactly), with
+
+  fp32: rtol = 1e-4 and atol = 4 * u * sqrt(K) * L * rms(ref), u = 2**-24 (fp32 unit roundoff),
+        K = the model's longest reduction, L = reductions chained from input to output.
+        Why a floor: two correct fp32 implementations differ only in summation order (and in the
+        last ulp of exp/erf/tanh). Reordering a K-term sum changes it by about u * sqrt(K) times
+        the magnitude of its partial sums (a random walk of rounding errors), which is the scale
+        of the layer's outputs, not of the one element: where a sum cancels to near zero the
+        *relative* difference is unbounded, so rtol alone would fail correct results. Each of L
+        chained layers adds such an error relative to its (normalized) output scale; summing them
+        linearly (pessimistic) and taking a factor 4 of margin gives the floor above, relative to
+        the output's RMS. For bert_layer (K = 3072, L = 8) it is 1.1e-4 * rms(ref); for
+        resnet50 (K = 4608, L = 54) 9e-4 * rms(ref). Elements of ordinary magnitude are still held
+        to the 1e-4 relative bound. `--calibrate` measures onnxruntime fp32 against a float64
+        evaluation of the same model and prints the observed error as a fraction of this floor.
+  bf16: operands rounded to bf16 (unit roundoff 2**-9) with fp32 accumulation: rtol = 2**-6 (two
+        bf16 ulps, the bound the ONNX runner uses for bf16 outputs) and atol = 4 * 2**-8 *
+        sqrt(L) * rms(ref) (each layer's operand rounding contributes ~2 * 2**-9 of its output
+        scale, independent across layers, factor 4 margin). A first bound, to be calibrated
+        against the simulator's bf16 results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import onnx  # noqa: E402
+
+import models  # noqa: E402
+from harness import Runner, add_runner_args, tail  # noqa: E402
+
+U32 = 2.0**-24
+DEFAULT_MODELS = ["mlp", "resnet_cnn", "cnn_opset7", "bert_layer", "bert_layer_ln17", "gpt_block", "gpt_block_addmask"]
+
+
+def bounds(spec: models.Spec, ref: np.ndarray, dtype: str) -> tuple[float, float]:
+    finite = ref[np.isfinite(ref)].astype(np.float64)
+    rms = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
+    if dtype == "fp32":
+        return 1e-4, 4 * U32 * math.sqrt(spec.max_reduction) * spec.depth * rms
+    return 2.0**-6, 4 * 2.0**-8 * math.sqrt(spec.depth) * rms
+
+
+def check(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[bool, str, float, float]:
+    if out.shape != ref.shape:
+        return False, f"shape {out.shape} != reference {ref.shape}", math.inf, math.inf
+    if out.dtype != ref.dtype:
+        return False, f"dtype {out.dtype} != reference {ref.dtype}", math.inf, math.inf
+    if not np.issubdtype(ref.dtype, np.floating):
+        bad = int(np.count_nonzero(out != ref))
+        return bad == 0, f"{bad} elements differ" if bad else "", float(bad), float(bad)
+    o = out.astype(np.float64)
+    r = ref.astype(np.float64)
+    fin = np.isfinite(r)
+    if not np.array_equal(np.isfinite(o), fin) or not np.array_equal(o[~fin], r[~fin]):
+        return False, "non-finite values differ", math.inf, math.inf
+    d = np.abs(o[fin] - r[fin])
+    rf = np.abs(r[fin])
+    max_abs = float(d.max()) if d.size else 0.0
+    big = rf > max(atol, 1e-30)
+    max_rel = float((d[big] / rf[big]).max()) if big.any() else 0.0
+    viol = d > atol + rtol * rf
+    n = int(viol.sum())
+    if n:
+        i = int(np.argmax(d - (atol + rtol * rf)))
+        return False, f"{n} of {d.size} elements out of bounds (worst: {o[fin][i]!r} vs {r[fin][i]!r})", max_abs, max_rel
+    return True, "", max_abs, max_rel
+
+
+def ort_session(path: str, threads: int = 1):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def to_double(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same graph computing in float64 (for --calibrate)."""
+    from onnx import TensorProto, numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for i, t in enumerate(m.graph.initializer):
+        if t.data_type == TensorProto.FLOAT:
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    del m.graph.value_info[:]
+    for node in m.graph.node:
+        for a in node.attribute:
+            if node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.DOUBLE
+            if a.name == "value" and a.t.data_type == TensorProto.FLOAT:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
+    return m
+
+
+def calibrate(spec, path, feeds, refs, names) -> list[str]:
+    from onnx.reference import ReferenceEvaluator
+
+    ev = ReferenceEvaluator(to_double(onnx.load(path)))
+    f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in feeds.items()}
+    exact = ev.run(None, f64)
+    rows = []
+    for name, ref, ex in zip(names, refs, exact):
+        _, atol = bounds(spec, ref, "fp32")
+        fin = np.isfinite(ex)
+        err = float(np.abs(ref.astype(np.float64)[fin] - ex[fin]).max())
+        rows.append(f"  calibrate {name}: ort fp32 vs float64 max abs {err:.3e} = {err / atol:.3f} of the fp32 atol floor {atol:.3e}")
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_runner_args(p)
+    p.add_argument("models", nargs="*", help=f"default: {' '.join(DEFAULT_MODELS)}; 'all' adds resnet50")
+    p.add_argument("--seq", type=int, default=128, help="BERT sequence length (default 128)")
+    p.add_argument("--hidden", type=int, default=768, help="BERT hidden size (default 768)")
+    p.add_argument("--model-dir", default=models.DEFAULT_OUT)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--calibrate", action="store_true", help="also measure ort fp32 against float64 (slow)")
+    a = p.parse_args()
+    reg = models.registry(a.seq, a.hidden)
+    names = a.models or DEFAULT_MODELS
+    if names == ["all"]:
+        names = list(reg)
+    unknown = [n for n in names if n not in reg]
+    if unknown:
+        print(f"error: unknown model(s) {unknown}; known: {', '.join(reg)}", file=sys.stderr)
+        return 2
+    runner = Runner(a.runner, a.nrt, a.dtype, a.timeout)
+    print(f"runner: {runner.describe()}")
+    pre = runner.preflight()
+    if pre:
+        print(f"warning: {pre}", file=sys.stderr)
+    failed = []
+    for n in names:
+        spec = reg[n]
+        path = models.ensure(spec, a.model_dir, a.seq, a.hidden)
+        model = onnx.load(path, load_external_data=False)
+        feeds = models.make_inputs(spec, model, a.seed)
+        out_names = [o.name for o in model.graph.output]
+        sess = ort_session(path)
+        refs = sess.run(out_names, feeds)
+        with tempfile.TemporaryDirectory(prefix=f"compare-{n}.") as work:
+            t0 = time.perf_counter()
+            res = runner.run(path, feeds, out_names, work)
+            secs = time.perf_counter() - t0
+        print(f"{n}: {spec.about} ({os.path.relpath(path)}), runner {secs:.2f} s")
+        if not res.ok:
+            print(f"  FAIL runner: {res.error.strip()}\n  command: {' '.join(res.command)}")
+            failed.append(n)
+            continue
+        for name, ref in zip(out_names, refs):
+            rtol, atol = bounds(spec, ref, a.dtype)
+            ok, why, mabs, mrel = check(res.outputs[name], ref, rtol, atol)
+            tag = "ok" if ok else "FAIL"
+            print(
+                f"  {tag} {name} {list(ref.shape)}: max abs {mabs:.3e}, max rel {mrel:.3e} "
+                f"(bounds: rtol {rtol:.1e}, atol {atol:.3e}){'; ' + why if why else ''}"
+            )
+            if not ok:
+                failed.append(f"{n}:{name}")
+        if a.calibrate:
+            print("\n".join(calibrate(spec, path, feeds, refs, out_names)))
+        sys.stdout.flush()
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
+        return 1
+    print(f"all {len(names)} models within bounds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
