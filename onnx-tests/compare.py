@@ -18,7 +18,11 @@ match exactly), with
         the output's RMS. For bert_layer (K = 3072, L = 8) it is 1.1e-4 * rms(ref); for
         resnet50 (K = 4608, L = 54) 9e-4 * rms(ref). Elements of ordinary magnitude are still held
         to the 1e-4 relative bound. `--calibrate` measures onnxruntime fp32 against a float64
-        evaluation of the same model and prints the observed error as a fraction of this floor.
+        evaluation of the same model (onnx.reference) and prints the observed error as a fraction
+        of this floor: with onnx 1.23.2 / onnxruntime 1.32.0 it is 0.008 to 0.2 of the floor
+        (bert_layer 0.020, gpt_block 0.052, mlp 0.197), while the largest *relative* error, on
+        elements near zero, reaches 3e-3 (bert_layer) and 1e-2 (gpt_block): rtol 1e-4 alone would
+        reject onnxruntime itself, the floor leaves a margin of 5x or more.
   bf16: operands rounded to bf16 (unit roundoff 2**-9) with fp32 accumulation: rtol = 2**-6 (two
         bf16 ulps, the bound the ONNX runner uses for bf16 outputs) and atol = 4 * 2**-8 *
         sqrt(L) * rms(ref) (each layer's operand rounding contributes ~2 * 2**-9 of its output
@@ -106,6 +110,29 @@ def to_double(model: onnx.ModelProto) -> onnx.ModelProto:
         if v.type.tensor_type.elem_type == TensorProto.FLOAT:
             v.type.tensor_type.elem_type = TensorProto.DOUBLE
     del m.graph.value_info[:]
+    # onnx.reference runs BatchNormalization 9-13 in training mode when momentum is set (its
+    # default), so inference batch norms become an explicit x * a + b with a, b in float64.
+    inits = {t.name: t for t in m.graph.initializer}
+    vis = list(model.graph.value_info) + list(model.graph.input)
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in vis}
+    nodes = []
+    for node in m.graph.node:
+        if node.op_type != "BatchNormalization":
+            nodes.append(node)
+            continue
+        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+        sc, b, mu, var = (numpy_helper.to_array(inits[i]).astype(np.float64) for i in node.input[1:5])
+        rank = ranks.get(node.input[0], 4)
+        shape = (-1,) + (1,) * (rank - 2)
+        mul = sc / np.sqrt(var + eps)
+        add = b - mu * mul
+        ma, aa = node.name + "/a64", node.name + "/b64"
+        m.graph.initializer.extend([numpy_helper.from_array(mul.reshape(shape), ma), numpy_helper.from_array(add.reshape(shape), aa)])
+        t = node.output[0] + "/scaled64"
+        nodes.append(onnx.helper.make_node("Mul", [node.input[0], ma], [t]))
+        nodes.append(onnx.helper.make_node("Add", [t, aa], [node.output[0]]))
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
     for node in m.graph.node:
         for a in node.attribute:
             if node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
@@ -126,7 +153,11 @@ def calibrate(spec, path, feeds, refs, names) -> list[str]:
         _, atol = bounds(spec, ref, "fp32")
         fin = np.isfinite(ex)
         err = float(np.abs(ref.astype(np.float64)[fin] - ex[fin]).max())
-        rows.append(f"  calibrate {name}: ort fp32 vs float64 max abs {err:.3e} = {err / atol:.3f} of the fp32 atol floor {atol:.3e}")
+        ok, why, _, mrel = check(ref.astype(np.float64), ex, 1e-4, atol)
+        rows.append(
+            f"  calibrate {name}: ort fp32 vs float64 max abs {err:.3e} = {err / atol:.3f} of the fp32 atol "
+            f"floor {atol:.3e}, max rel {mrel:.2e}; within the fp32 bounds: {'yes' if ok else 'no, ' + why}"
+        )
     return rows
 
 
