@@ -10,13 +10,13 @@ string instead of an exception.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -180,56 +180,68 @@ def run_command(cmd: list[str], timeout: float) -> RunResult:
     return res
 
 
+# Linux carries a process's RSS high-water mark across fork and exec (the child of a large parent
+# reports at least the parent's size in ru_maxrss), so measured commands are started by this small
+# intermediate process, whose own footprint (~10 MiB) is the floor of what it can report. It
+# forks, execs the command, waits, and writes the command's wall time and peak RSS to a pipe.
+_WRAP = r"""
+import os, sys, time, json
+fd = int(sys.argv[1]); cmd = sys.argv[2:]
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as e:
+        os.write(2, f"cannot start {cmd[0]!r}: {e}\n".encode()); os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+os.write(fd, json.dumps({"wall_s": wall, "maxrss_kib": ru.ru_maxrss}).encode())
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def run_measured(cmd: list[str], timeout: float) -> RunResult:
-    """run_command plus the peak RSS of this one child, taken from wait4's rusage."""
-    start = time.perf_counter()
+    """Runs cmd (never raises) and records its own wall time and peak RSS (ru_maxrss, KiB)."""
+    rfd, wfd = os.pipe()
     try:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+            [sys.executable, "-S", "-c", _WRAP, str(wfd)] + cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            pass_fds=(wfd,),
+            start_new_session=True,
         )
     except OSError as e:
-        return RunResult(False, error=f"cannot start {cmd[0]!r}: {e}", command=cmd)
-    # Read the pipes on threads so a chatty child cannot block; reap with wait4 for its rusage.
-
-    chunks: dict[str, str] = {}
-
-    def drain(key, stream):
-        chunks[key] = stream.read()
-
-    threads = [
-        threading.Thread(target=drain, args=("out", proc.stdout)),
-        threading.Thread(target=drain, args=("err", proc.stderr)),
-    ]
-    for t in threads:
-        t.start()
-    timed_out = threading.Event()
-
-    def expire():
-        timed_out.set()
-        proc.kill()
-
-    timer = threading.Timer(timeout, expire)
-    timer.start()
-    _, status, rusage = os.wait4(proc.pid, 0)
-    timer.cancel()
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    for t in threads:
-        t.join()
-    res = RunResult(
-        True,
-        wall_s=wall,
-        stdout=chunks.get("out", ""),
-        stderr=chunks.get("err", ""),
-        max_rss_kib=rusage.ru_maxrss,
-        command=cmd,
-    )
-    if timed_out.is_set():
+        os.close(rfd)
+        os.close(wfd)
+        return RunResult(False, error=f"cannot start the measuring wrapper: {e}", command=cmd)
+    os.close(wfd)
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+    with os.fdopen(rfd, "rb") as f:
+        raw = f.read()
+    res = RunResult(True, stdout=out, stderr=err, command=cmd)
+    if raw:
+        info = json.loads(raw)
+        res.wall_s = info["wall_s"]
+        res.max_rss_kib = info["maxrss_kib"]
+    if timed_out:
         res.ok = False
         res.error = f"timed out after {timeout:.0f} s"
     elif proc.returncode != 0:
         res.ok = False
-        res.error = f"command failed (status {proc.returncode})\nstderr tail:\n{tail(res.stderr) or '(empty)'}"
+        code = proc.returncode
+        what = f"killed by signal {code - 128}" if code > 128 else f"exit status {code}"
+        res.error = f"command failed ({what})\nstderr tail:\n{tail(err) or '(empty)'}"
     return res
 
 
