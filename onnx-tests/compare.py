@@ -24,10 +24,13 @@ match exactly), with
         elements near zero, reaches 3e-3 (bert_layer) and 1e-2 (gpt_block): rtol 1e-4 alone would
         reject onnxruntime itself, the floor leaves a margin of 5x or more.
   bf16: operands rounded to bf16 (unit roundoff 2**-9) with fp32 accumulation: rtol = 2**-6 (two
-        bf16 ulps, the bound the ONNX runner uses for bf16 outputs) and atol = 4 * 2**-8 *
-        sqrt(L) * rms(ref) (each layer's operand rounding contributes ~2 * 2**-9 of its output
-        scale, independent across layers, factor 4 margin). A first bound, to be calibrated
-        against the simulator's bf16 results.
+        bf16 ulps, the bound the ONNX runner uses for bf16 outputs) and atol = 8 * 2**-8 *
+        sqrt(L) * rms(ref): each layer's operand rounding contributes an error of about 2**-8 of
+        its output scale, independent across layers (sqrt(L)); the largest of many elements is
+        several of those sigmas. Calibrated with the stand-in's emulation (--runner ort --dtype
+        bf16 rounds weights, inputs and every node's float output to bf16, the pessimistic case):
+        the largest error is 0.55 to 0.70 of this floor for the BERT layers and GPT blocks. To be
+        checked against the simulator's bf16 results.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def bounds(spec: models.Spec, ref: np.ndarray, dtype: str) -> tuple[float, float
     rms = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
     if dtype == "fp32":
         return 1e-4, 4 * U32 * math.sqrt(spec.max_reduction) * spec.depth * rms
-    return 2.0**-6, 4 * 2.0**-8 * math.sqrt(spec.depth) * rms
+    return 2.0**-6, 8 * 2.0**-8 * math.sqrt(spec.depth) * rms
 
 
 def check(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[bool, str, float, float]:
