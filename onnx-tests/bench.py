@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import tempfile
+import textwrap
 
 import numpy as np
 import onnx
@@ -113,7 +114,7 @@ def main() -> int:
             cmd = [sys.executable, os.path.abspath(__file__), "--ort-child", path, npz, "--warmup", str(a.warmup), "--repeat", str(a.repeat)]
             o = run_measured(cmd, a.timeout)
             if not o.ok:
-                print(f"{n}: onnxruntime FAILED: {o.error}")
+                print(f"{n}: onnxruntime FAILED: {textwrap.indent(o.error.strip(), '    ').lstrip()}")
                 status = 1
                 continue
             ort_t = json.loads(o.stdout.strip().splitlines()[-1])
@@ -144,7 +145,7 @@ def main() -> int:
             f"(session creation {fmt_s(ort_t['create_s'])}); peak RSS {o.max_rss_kib / 1024:.0f} MiB"
         )
         if err is not None:
-            print(f"  runner FAILED: {err.error.strip()}\n  command: {' '.join(err.command)}")
+            print(f"  runner FAILED: {textwrap.indent(err.error.strip(), '    ').lstrip()}\n  command: {' '.join(err.command)}")
             status = 1
             continue
         line = f"  runner whole command: best {fmt_s(best)} = {best / ort_best:.1f}x onnxruntime"

@@ -102,6 +102,13 @@ def main() -> int:
     a = p.parse_args()
     import onnxruntime as ort
 
+    given = {}
+    for spec in a.input:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            print(f"error: --input {spec!r}: expected NAME=FILE.npy", file=sys.stderr)
+            return 2
+        given[name] = np.load(path, allow_pickle=False)
     model_arg = a.model
     if a.dtype == "bf16":
         emulated, all_nodes = bf16_emulation(a.model)
@@ -110,13 +117,6 @@ def main() -> int:
         print(f"note: bf16 emulated: {what} rounded to bf16, fp32 compute inside each op", file=sys.stderr)
         given = {k: round_bf16(v) if v.dtype == np.float32 else v for k, v in given.items()}
 
-    given = {}
-    for spec in a.input:
-        name, sep, path = spec.partition("=")
-        if not sep:
-            print(f"error: --input {spec!r}: expected NAME=FILE.npy", file=sys.stderr)
-            return 2
-        given[name] = np.load(path, allow_pickle=False)
     t0 = time.perf_counter()
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
