@@ -55,7 +55,7 @@ import models  # noqa: E402
 from harness import Runner, add_runner_args, tail  # noqa: E402
 
 U32 = 2.0**-24
-DEFAULT_MODELS = ["mlp", "resnet_cnn", "cnn_opset7", "bert_layer", "bert_layer_ln17", "gpt_block", "gpt_block_addmask"]
+DEFAULT_MODELS = ["mlp", "resnet_cnn", "cnn_opset7", "bert_layer", "bert_layer_ln17", "gpt_block", "gpt_block_addmask", "gpt_lm"]
 
 
 def bounds(spec: models.Spec, ref: np.ndarray, dtype: str) -> tuple[float, float]:

@@ -231,17 +231,23 @@ def heads(g: Graph, x, seq, n_heads, dh, name, perm):
     return g.op("Transpose", [x], name=f"{name}/Transpose", perm=perm)
 
 
-def bert_layer(seq=128, hidden=768, n_heads=12, ffn=3072, decomposed_ln=True):
-    """One BERT encoder layer as torch.onnx exports it at opset 14 (post-LN, additive mask)."""
+def bert_layer(seq=128, hidden=768, n_heads=12, ffn=3072, decomposed_ln=True, int_mask=False):
+    """One BERT encoder layer as torch.onnx exports it (post-LN, additive attention mask).
+    decomposed_ln: PyTorch's LayerNorm chain at opset 14, else the LayerNormalization op at 17.
+    int_mask=False: the layer's own inputs (BertLayer gets the extended mask, float
+    [1, 1, 1, seq], 0 or -10000); True: an int64 [1, seq] 0/1 mask turned into it in the graph
+    (Cast, Sub, Mul, Unsqueeze), as BertModel exports it."""
     opset = 14 if decomposed_ln else 17
     g = Graph("bert_layer")
     dh = hidden // n_heads
     x = "hidden_states"
-    # Extended attention mask: (1 - mask) * -10000, broadcast over heads and query positions.
-    m = g.op("Cast", ["attention_mask"], name="mask/Cast", to=F32)
-    m = g.op("Sub", [g.const("mask/one", np.float32(1.0)), m], name="mask/Sub")
-    m = g.op("Mul", [m, g.const("mask/neg", np.float32(-10000.0))], name="mask/Mul")
-    m = g.op("Unsqueeze", [m, g.const("mask/axes", np.array([1, 2], np.int64))], name="mask/Unsqueeze")
+    if int_mask:
+        m = g.op("Cast", ["attention_mask"], name="mask/Cast", to=F32)
+        m = g.op("Sub", [g.const("mask/one", np.float32(1.0)), m], name="mask/Sub")
+        m = g.op("Mul", [m, g.const("mask/neg", np.float32(-10000.0))], name="mask/Mul")
+        m = g.op("Unsqueeze", [m, g.const("mask/axes", np.array([1, 2], np.int64))], name="mask/Unsqueeze")
+    else:
+        m = "attention_mask"
     q = heads(g, linear(g, x, hidden, hidden, "attention.self.query"), seq, n_heads, dh, "q", [0, 2, 1, 3])
     k = heads(g, linear(g, x, hidden, hidden, "attention.self.key"), seq, n_heads, dh, "k", [0, 2, 3, 1])
     v = heads(g, linear(g, x, hidden, hidden, "attention.self.value"), seq, n_heads, dh, "v", [0, 2, 1, 3])
@@ -258,23 +264,26 @@ def bert_layer(seq=128, hidden=768, n_heads=12, ffn=3072, decomposed_ln=True):
     f = linear(g, f, ffn, hidden, "output.dense")
     layer_norm(g, g.op("Add", [f, a], name="output/Add"), hidden, "output.LayerNorm", decomposed_ln)
     g.nodes.append(helper.make_node("Identity", [g.nodes[-1].output[0]], ["last_hidden_state"], name="out"))
-    inputs = [vi("hidden_states", F32, [1, seq, hidden]), vi("attention_mask", TensorProto.INT64, [1, seq])]
+    mask_vi = vi("attention_mask", TensorProto.INT64, [1, seq]) if int_mask else vi("attention_mask", F32, [1, 1, 1, seq])
+    inputs = [vi("hidden_states", F32, [1, seq, hidden]), mask_vi]
     return g.model("bert_layer", inputs, [vi("last_hidden_state", F32, [1, seq, hidden])], opset)
 
 
-def gpt_block(seq=64, hidden=256, n_heads=8, vocab=1000, max_pos=256, mask="where"):
-    """GPT-2-style: token+position embeddings (Gather), one pre-LN decoder block with causal
-    attention, final LayerNorm, tied LM head. mask='where': Where(bool mask sliced from a
-    [max_pos, max_pos] buffer, scores, -inf), opset 17, tanh GELU decomposed; mask='add': an
-    additive -inf triangle constant, opset 20 with the Gelu op (approximate='tanh')."""
+def gpt_block(seq=64, hidden=256, n_heads=8, vocab=1000, max_pos=256, mask="where", embed=False):
+    """GPT-2-style: position embeddings (Gather of constant positions), one pre-LN decoder block
+    with causal attention, final LayerNorm, LM head. embed=False: the input is the token
+    embeddings, float [1, seq, hidden]; True: int64 input_ids [1, seq] looked up with Gather
+    (tied LM head). mask='where': Where(bool mask sliced from a [max_pos, max_pos] buffer,
+    scores, -inf), opset 17, tanh GELU decomposed; mask='add': an additive -inf triangle
+    constant, opset 20 with the Gelu op (approximate='tanh')."""
     opset = 17 if mask == "where" else 20
-    g = Graph(f"gpt_block_{mask}")
+    g = Graph(f"gpt_block_{mask}" + ("_embed" if embed else ""))
     dh = hidden // n_heads
     wte_np = (g.rng.standard_normal((vocab, hidden)) * 0.02).astype(np.float32)
-    wte = g.const("wte.weight", wte_np)
     wpe = g.uniform("wpe.weight", (max_pos, hidden), -0.05, 0.05)
     pos = g.const("position_ids", np.arange(seq, dtype=np.int64)[None, :])
-    x = g.op("Add", [g.op("Gather", [wte, "input_ids"], name="wte", axis=0), g.op("Gather", [wpe, pos], name="wpe", axis=0)], name="embed/Add")
+    tok = g.op("Gather", [g.const("wte.weight", wte_np), "input_ids"], name="wte", axis=0) if embed else "inputs_embeds"
+    x = g.op("Add", [tok, g.op("Gather", [wpe, pos], name="wpe", axis=0)], name="embed/Add")
     h = layer_norm(g, x, hidden, "h.0.ln_1", decomposed=False, eps=1e-5)
     qkv = linear(g, h, hidden, 3 * hidden, "h.0.attn.c_attn")
     q, k, v = g.op("Split", [qkv, g.const("split", np.array([hidden] * 3, np.int64))], name="qkv/Split", n_out=3, axis=2)
@@ -304,7 +313,7 @@ def gpt_block(seq=64, hidden=256, n_heads=8, vocab=1000, max_pos=256, mask="wher
     x = layer_norm(g, x, hidden, "ln_f", decomposed=False, eps=1e-5)
     head = g.const("lm_head.weight", np.ascontiguousarray(wte_np.T))
     g.nodes.append(helper.make_node("MatMul", [x, head], ["logits"], name="lm_head"))
-    inputs = [vi("input_ids", TensorProto.INT64, [1, seq])]
+    inputs = [vi("input_ids", TensorProto.INT64, [1, seq])] if embed else [vi("inputs_embeds", F32, [1, seq, hidden])]
     return g.model(f"gpt_block_{mask}", inputs, [vi("logits", F32, [1, seq, vocab])], opset)
 
 
@@ -332,19 +341,27 @@ def registry(seq=128, hidden=768) -> dict[str, Spec]:
             lambda: bert_layer(seq=seq, hidden=hidden, n_heads=heads_, ffn=4 * hidden),
             4 * hidden,
             8,
-            f"BERT encoder layer seq {seq} hidden {hidden}, decomposed LayerNorm, Erf GELU, opset 14",
+            f"BERT encoder layer seq {seq} hidden {hidden}, decomposed LayerNorm, Erf GELU, float extended mask, opset 14",
             {"attention_mask": "mask"},
         ),
         Spec(
             "bert_layer_ln17",
-            lambda: bert_layer(seq=seq, hidden=hidden, n_heads=heads_, ffn=4 * hidden, decomposed_ln=False),
+            lambda: bert_layer(seq=seq, hidden=hidden, n_heads=heads_, ffn=4 * hidden, decomposed_ln=False, int_mask=True),
             4 * hidden,
             8,
-            f"BERT encoder layer seq {seq} hidden {hidden}, LayerNormalization op, opset 17",
+            f"BERT encoder layer seq {seq} hidden {hidden}, LayerNormalization op, int64 0/1 mask input, opset 17",
             {"attention_mask": "mask"},
         ),
-        Spec("gpt_block", lambda: gpt_block(mask="where"), 1024, 9, "GPT-2-style block, causal Where mask, opset 17", {"input_ids": (0, 1000)}),
-        Spec("gpt_block_addmask", lambda: gpt_block(mask="add"), 1024, 9, "GPT-2-style block, additive -inf mask, Gelu op, opset 20", {"input_ids": (0, 1000)}),
+        Spec("gpt_block", lambda: gpt_block(mask="where"), 1024, 9, "GPT-2-style block, causal Where mask, opset 17"),
+        Spec("gpt_block_addmask", lambda: gpt_block(mask="add"), 1024, 9, "GPT-2-style block, additive -inf mask, Gelu op, opset 20"),
+        Spec(
+            "gpt_lm",
+            lambda: gpt_block(mask="where", embed=True),
+            1024,
+            9,
+            "GPT-2-style block with int64 input_ids (token Gather, tied LM head), Where mask, opset 17",
+            {"input_ids": (0, 1000)},
+        ),
         Spec("resnet50", resnet50, 4608, 54, "ResNet-50 v1.5, 224x224, batch 1, opset 13 (benchmark)"),
     ]
     return {s.name: s for s in specs}
@@ -385,9 +402,12 @@ def make_inputs(spec: Spec, model: onnx.ModelProto, seed: int = 0) -> dict[str, 
         et = inp.type.tensor_type.elem_type
         dtype = helper.tensor_dtype_to_np_dtype(et)
         rule = spec.int_inputs.get(inp.name)
-        if rule == "mask":
-            arr = np.ones(shape, dtype)
+        if rule == "mask" and np.issubdtype(dtype, np.integer):
+            arr = np.ones(shape, dtype)  # 1 = attend: the last eighth of the positions is padding
             arr[..., shape[-1] - shape[-1] // 8 :] = 0
+        elif rule == "mask":
+            arr = np.zeros(shape, dtype)  # the same mask, extended: 0 or -10000
+            arr[..., shape[-1] - shape[-1] // 8 :] = -10000.0
         elif isinstance(rule, tuple):
             arr = rng.integers(rule[0], rule[1], shape).astype(dtype)
         else:
