@@ -222,3 +222,73 @@ def read_data_set(case: Case, ds_dir: str):
         refs.append(numpy_helper.to_array(t))
         j += 1
     return inputs, refs, [vi.name for vi in model.graph.output]
+
+
+# Operand positions that carry shapes, axes, pads, repeats or split sizes: values a compiler with
+# static shapes needs at build time. Inputs consumed only there can be frozen into constants.
+SHAPE_OPERANDS = {
+    "Reshape": {1},
+    "Expand": {1},
+    "Tile": {1},
+    "ConstantOfShape": {0},
+    "Slice": {1, 2, 3, 4},
+    "Split": {1},
+    "Squeeze": {1},
+    "Unsqueeze": {1},
+    "ReduceMean": {1},
+    "ReduceSum": {1},
+    "ReduceMax": {1},
+    "ReduceMin": {1},
+    "ReduceProd": {1},
+    "ReduceL1": {1},
+    "ReduceL2": {1},
+    "ReduceLogSum": {1},
+    "ReduceLogSumExp": {1},
+    "ReduceSumSquare": {1},
+    "Pad": {1, 3},
+    "CenterCropPad": {1},
+}
+
+
+# Operand positions that carry a layer's parameters (weights, biases, statistics, bounds): an
+# exporter writes them as initializers, the node tests pass them as inputs.
+PARAM_OPERANDS = {
+    "Conv": {1, 2},
+    "ConvTranspose": {1, 2},
+    "Gemm": {1, 2},
+    "BatchNormalization": {1, 2, 3, 4},
+    "InstanceNormalization": {1, 2},
+    "LayerNormalization": {1, 2},
+    "PRelu": {1},
+    "Clip": {1, 2},
+}
+
+
+def freeze_inputs(model: onnx.ModelProto, inputs: dict, params: bool = False) -> tuple[onnx.ModelProto, list[str]]:
+    """The model with graph inputs turned into initializers holding the data set's values:
+    integer inputs consumed only at SHAPE_OPERANDS positions, and with params also inputs
+    consumed only at PARAM_OPERANDS positions. Returns the model and the frozen names."""
+    uses: dict[str, list[tuple[str, int]]] = {}
+    for node in model.graph.node:
+        for k, name in enumerate(node.input):
+            uses.setdefault(name, []).append((node.op_type, k))
+    frozen = []
+    for vi in model.graph.input:
+        et = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+        if vi.name not in inputs:
+            continue
+        u = uses.get(vi.name, [])
+        shape_like = et in (TensorProto.INT64, TensorProto.INT32) and all(k in SHAPE_OPERANDS.get(op, ()) for op, k in u)
+        param = params and all(k in PARAM_OPERANDS.get(op, ()) for op, k in u)
+        if u and (shape_like or param):
+            frozen.append(vi.name)
+    if not frozen:
+        return model, []
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    keep = [vi for vi in m.graph.input if vi.name not in frozen]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    for name in frozen:
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(inputs[name]), name))
+    return m, frozen

@@ -72,7 +72,7 @@ def compare(refs, outs, names, rtol, atol) -> str:
     return ""
 
 
-def run_case(case, runner: Runner, work_root: str, keep: bool) -> tuple[str, str, float]:
+def run_case(case, runner: Runner, work_root: str, keep: bool, freeze: str = "none") -> tuple[str, str, float]:
     """(status 'pass'|'fail', detail, seconds) for every data set of one case."""
     t0 = time.perf_counter()
     work = tempfile.mkdtemp(prefix=case.name + ".", dir=work_root)
@@ -83,7 +83,14 @@ def run_case(case, runner: Runner, work_root: str, keep: bool) -> tuple[str, str
                 inputs, refs, names = node_data.read_data_set(case, os.path.join(case.dir, ds))
             except Exception as e:
                 return "fail", f"{ds}: cannot read the case's data: {e}", time.perf_counter() - t0
-            res = runner.run(case.model_path(), inputs, names, work)
+            model_path = case.model_path()
+            if freeze != "none":
+                frozen_model, frozen = node_data.freeze_inputs(onnx.load(model_path), inputs, freeze == "params")
+                if frozen:
+                    model_path = os.path.join(work, "model.onnx")
+                    onnx.save(frozen_model, model_path)
+                    inputs = {k: v for k, v in inputs.items() if k not in frozen}
+            res = runner.run(model_path, inputs, names, work)
             if not res.ok:
                 cmd = " ".join(res.command)
                 return "fail", f"{ds}: {res.error.strip()}\ncommand: {cmd}", time.perf_counter() - t0
@@ -104,7 +111,7 @@ def clip(text: str, limit: int = 2500) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more chars)"
 
 
-def write_report(path, runner, node_dir, selected, skipped, results, known, elapsed, filtered):
+def write_report(path, runner, node_dir, selected, skipped, results, known, elapsed, filtered, frozen="none"):
     by_op = defaultdict(list)
     for c in selected:
         by_op[c.op].append(c)
@@ -116,6 +123,11 @@ def write_report(path, runner, node_dir, selected, skipped, results, known, elap
         "- comparison: onnx.backend.test.runner.Runner.assert_similar_outputs with each case's "
         "rtol/atol (1e-3 / 1e-7 for every node case in this onnx version)",
         f"- selected {len(selected)} cases" + (" (filtered)" if filtered else "") + f", {elapsed:.0f} s",
+        f"- --freeze {frozen}: inputs used only as "
+        + ("shapes/axes/pads/repeats/split sizes" if frozen == "shapes" else "shapes/axes/... or layer parameters")
+        + " made constants holding the case's values"
+        if frozen != "none"
+        else "- every input passed with --input as the case defines it",
         "",
         "| op | cases | passed | failed | known failing |",
         "|---|---:|---:|---:|---:|",
@@ -191,6 +203,15 @@ def main() -> int:
     p.add_argument("--report", default=os.path.join(REPO, "target", "onnx-tests", "node_tests.md"))
     p.add_argument("--list", action="store_true", help="print the selected cases per op and exit")
     p.add_argument("--keep", action="store_true", help="keep each case's .npy files")
+    p.add_argument(
+        "--freeze",
+        choices=("none", "shapes", "params"),
+        default="none",
+        help="turn graph inputs into constants holding the case's values (for a compiler that "
+        "needs them at build time): shapes = integer inputs used only as shapes, axes, pads, "
+        "repeats or split sizes; params = those and inputs used only as weights, biases, "
+        "normalization statistics or Clip bounds. Default none: every input as the case has it",
+    )
     a = p.parse_args()
 
     supported = set(read_list(a.supported))
@@ -238,7 +259,7 @@ def main() -> int:
     results = {}
     try:
         with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-            futs = {c.name: pool.submit(run_case, c, runner, work_root, a.keep) for c in selected}
+            futs = {c.name: pool.submit(run_case, c, runner, work_root, a.keep, a.freeze) for c in selected}
             for i, c in enumerate(selected):
                 try:
                     results[c.name] = futs[c.name].result()
@@ -255,7 +276,7 @@ def main() -> int:
             print(f"case files kept under {work_root}")
     elapsed = time.perf_counter() - t0
     tot, fails, xpass = write_report(
-        a.report, runner, node_dir, selected, skipped, results, known, elapsed, bool(ops or pattern)
+        a.report, runner, node_dir, selected, skipped, results, known, elapsed, bool(ops or pattern), a.freeze
     )
     print(
         f"{tot[0]} cases: {tot[1]} passed, {tot[2]} failed, {tot[3]} known failing; "
