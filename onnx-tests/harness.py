@@ -149,15 +149,25 @@ def run_command(cmd: list[str], timeout: float) -> RunResult:
     """Runs cmd; never raises. Records wall time and the child's peak RSS (Linux: KiB)."""
     start = time.perf_counter()
     try:
+        # Own session: a timeout kills the command's whole process group (children holding the
+        # pipes open would otherwise keep communicate() waiting).
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
         )
     except OSError as e:
         return RunResult(False, error=f"cannot start {cmd[0]!r}: {e}", command=cmd)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
         out, err = proc.communicate()
         wall = time.perf_counter() - start
         return RunResult(
@@ -225,7 +235,10 @@ def run_measured(cmd: list[str], timeout: float) -> RunResult:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, 9)
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
         out, err = proc.communicate()
     with os.fdopen(rfd, "rb") as f:
         raw = f.read()
