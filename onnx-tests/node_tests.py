@@ -107,6 +107,15 @@ def run_case(case, runner: Runner, work_root: str, keep: bool, freeze: str = "no
             shutil.rmtree(work, ignore_errors=True)
 
 
+def first_reason(detail: str) -> str:
+    """One line for a failure: the runner's `error:` line if any, else the first line."""
+    lines = [ln.strip() for ln in detail.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("error:"):
+            return re.sub(r"^error: \S+\.onnx: ", "error: ", ln)
+    return lines[0] if lines else "(no detail)"
+
+
 def clip(text: str, limit: int = 2500) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more chars)"
 
@@ -201,6 +210,11 @@ def main() -> int:
         help="cache for the generated cases when the onnx wheel ships none",
     )
     p.add_argument("--report", default=os.path.join(REPO, "target", "onnx-tests", "node_tests.md"))
+    p.add_argument(
+        "--write-failures",
+        metavar="FILE",
+        help="also write every failing case as `name  first error line` (the known-failures format)",
+    )
     p.add_argument("--list", action="store_true", help="print the selected cases per op and exit")
     p.add_argument("--keep", action="store_true", help="keep each case's .npy files")
     p.add_argument(
@@ -284,6 +298,13 @@ def main() -> int:
     )
     if xpass:
         print(f"note: {len(xpass)} known-failing cases passed: {[c.name for c in xpass]}")
+    if a.write_failures:
+        with open(a.write_failures, "w") as f:
+            for c in selected:
+                st, detail, _ = results[c.name]
+                if st == "fail":
+                    f.write(f"{c.name}  {first_reason(detail)}\n")
+        print(f"failing cases written to {a.write_failures}")
     return 1 if fails else 0
 
 
