@@ -9,7 +9,8 @@ runner: the whole `nrt run MODEL.onnx --input NAME=FILE.npy ... -o DIR` command,
 --runner-repeat runs; phases the command reports on a line starting with `host` (nrt's summary
 `host time  load X ms, execute Y ms`, or `host build: X ms` / `host simulate: X ms`; units s, ms,
 us; stdout or stderr) are reported too (best of the runs), and the target ratio is then the
-simulate (or execute) phase / onnxruntime. Peak RSS of each process comes
+simulate (or execute) phase / onnxruntime. With the nrt runner, `nrt build MODEL.onnx -o X.neff`
+is also timed once on its own (the build part of `nrt run`). Peak RSS of each process comes
 from wait4's rusage (ru_maxrss).
 
 Exit status: 0 when every command ran (the ratio is reported, not enforced, unless
@@ -161,6 +162,15 @@ def main() -> int:
         else:
             line += "; no build/simulate phases reported"
         print(line + f"; peak RSS {rss / 1024:.0f} MiB")
+        if runner.kind == "nrt":
+            # `nrt build MODEL.onnx -o X.neff` alone: the ONNX import, lowering and NEFF writing
+            # that `nrt run` does before it loads and simulates.
+            with tempfile.TemporaryDirectory(prefix=f"bench-build-{n}.") as bdir:
+                b = run_measured(runner.base_command("build") + [path, "-o", os.path.join(bdir, "m.neff")], a.timeout)
+            if b.ok:
+                print(f"  nrt build alone: {fmt_s(b.wall_s)}; peak RSS {(b.max_rss_kib or 0) / 1024:.0f} MiB")
+            else:
+                print(f"  nrt build alone FAILED: {textwrap.indent(b.error.strip(), '    ').lstrip()}")
         sim = next((phases[k] for k in SIM_PHASES if k in phases), None)
         ratio = (sim if sim is not None else best) / ort_best
         basis = next((f"{k} phase" for k in SIM_PHASES if k in phases), "whole command")
