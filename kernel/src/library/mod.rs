@@ -77,6 +77,7 @@
 pub mod activation;
 pub mod attention;
 pub mod conv;
+pub mod data;
 pub mod elementwise;
 pub mod matmul;
 pub(crate) mod nary;
