@@ -79,6 +79,7 @@ pub mod attention;
 pub mod conv;
 pub mod data;
 pub mod elementwise;
+pub mod gemm;
 pub mod matmul;
 pub(crate) mod nary;
 pub mod norm;
