@@ -126,7 +126,7 @@ pub fn matmul(
     if bk != kd || so != [m, n] {
         return Err(err!(
             Invalid,
-            "{f}: shapes do not chain: a {} ({}), b {} ({}), out {} (want out [{m}, N])",
+            "{f}: shapes do not chain: a {} ({}), b {}, out {} (want b {}, out [{m}, N])",
             a.describe(),
             if opts.a_transposed {
                 "[K, M]"
@@ -134,12 +134,12 @@ pub fn matmul(
                 "[M, K]"
             },
             b.describe(),
+            out.describe(),
             if opts.b_transposed {
-                "[N, K]"
+                format!("[N, {kd}]")
             } else {
-                "[K, N]"
+                format!("[{kd}, N]")
             },
-            out.describe()
         ));
     }
     let kt = kd.div_ceil(P);
