@@ -76,6 +76,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod chnorm;
 pub mod conv;
 pub mod data;
 pub mod elementwise;
