@@ -188,7 +188,9 @@ impl Geometry {
 /// Emits `y = conv2d(x, w) (+ b)` into `k` (see the module documentation): HBM views
 /// `x [N, C, H, W]`, `w [O, C/groups, KH, KW]` (the same float dtype), `bias [O]` (any float
 /// dtype), `y [N, O, OH, OW]` (any float dtype); `w` and `bias` contiguous (they are
-/// reshaped), the others any views.
+/// reshaped), the others any views. 1-D convolutions take 3-D `x [N, C, L]`,
+/// `w [O, C/groups, K]`, `y [N, O, OL]`, computed as `H = 1` (so `cfg` has stride and
+/// dilation 1 and no padding along H; the W entries are the 1-D ones).
 pub fn conv2d(
     k: &mut Kernel,
     y: &View,
@@ -197,6 +199,15 @@ pub fn conv2d(
     bias: Option<&View>,
     cfg: &Conv2dConfig,
 ) -> Result<(), Error> {
+    if x.rank() == 3 && w.rank() == 3 && y.rank() == 3 {
+        // 1-D: as H = 1 (`cfg` then has stride, dilation 1 and no padding along H).
+        let up = |v: &View| {
+            let mut u = v.clone();
+            u.dims.insert(2, crate::view::Dim { size: 1, stride: 1 });
+            u
+        };
+        return conv2d(k, &up(y), &up(x), &up(w), bias, cfg);
+    }
     let [n, c, h, wd] = dims4(x, "x", "[N, C, H, W]")?;
     let [o, cig, kh, kw] = dims4(w, "w", "[O, C/groups, KH, KW]")?;
     let g = cfg.groups;

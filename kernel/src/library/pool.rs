@@ -1,7 +1,9 @@
-//! 2-D max and average pooling as ONNX `MaxPool` / `AveragePool` compute them (NCHW,
-//! `ceil_mode = 0`, no dilation): `y [N, C, OH, OW]` with
-//! `OH = (H + pad_top + pad_bottom − KH) / stride_h + 1` (likewise `OW`). [`pool2d`] emits it
-//! into a kernel; [`build_pool2d`] builds a kernel of it.
+//! 2-D (and 1-D) max and average pooling as ONNX `MaxPool` / `AveragePool` compute them
+//! (NCHW): `y [N, C, OH, OW]` with `OH = (H + pad_top + pad_bottom − KH) / stride_h + 1`
+//! (likewise `OW`); dilations and `ceil_mode` through [`pool2d_ext`] and [`PoolExt`] (the
+//! kernel extent is then `dil·(K − 1) + 1`). [`pool2d`] emits it into a kernel;
+//! [`build_pool2d`] builds a kernel of it. [`global_pool`] is `GlobalAveragePool` /
+//! `GlobalMaxPool` (a reduction over the spatial elements).
 //!
 //! * **Max** pooling ignores the padding (as if it were −∞); every window holds at least one
 //!   input element because each pad is smaller than the kernel (checked). The result is
@@ -10,7 +12,9 @@
 //!   NaN), where ONNX runtimes usually propagate it.
 //! * **Average** pooling divides the window's sum by the number of *input* elements in it
 //!   when `count_include_pad` is false — ONNX's default (`count_include_pad = 0`) and
-//!   [`PoolKind::AVERAGE`] — or by `KH·KW` when it is true.
+//!   [`PoolKind::AVERAGE`] — or by `KH·KW` when it is true (with `ceil_mode`, a window
+//!   reaching past the explicit padding counts only its input and padding elements, as
+//!   onnxruntime does).
 //!
 //! # Algorithm
 //!
@@ -116,6 +120,78 @@ impl Pool2dConfig {
     }
 }
 
+/// ONNX pooling attributes beyond [`Pool2dConfig`]: `dilations` and `ceil_mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolExt {
+    /// `(dil_h, dil_w)`, each ≥ 1 (default 1): tap `i` of a window reads row `i·dil_h`.
+    pub dilation: (usize, usize),
+    /// Output sizes rounded up (`ceil_mode = 1`): `⌈(n + pads − span)/s⌉ + 1`, less one when
+    /// the last window would start past the input and its left padding (ONNX runtimes' and
+    /// PyTorch's rule); windows reaching past the padding read nothing there.
+    pub ceil_mode: bool,
+}
+
+impl Default for PoolExt {
+    fn default() -> Self {
+        Self {
+            dilation: (1, 1),
+            ceil_mode: false,
+        }
+    }
+}
+
+impl Pool2dConfig {
+    /// [`Pool2dConfig::output_size`] with dilation and `ceil_mode`: the output size
+    /// `(OH, OW)` for an input `(H, W)`, or an error for a zero parameter, a pad not smaller
+    /// than the (dilated) kernel, or a kernel larger than the padded input.
+    pub fn output_size_ext(
+        &self,
+        hw: (usize, usize),
+        ext: &PoolExt,
+    ) -> Result<(usize, usize), Error> {
+        let [pt, pl, pb, pr] = self.pads;
+        let one = |n: usize, k: usize, d: usize, p0: usize, p1: usize, s: usize, axis: &str| {
+            if k == 0 || s == 0 || d == 0 {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: kernel, stride and dilation must be ≥ 1 (axis {axis}: kernel {k}, \
+                     stride {s}, dilation {d})"
+                ));
+            }
+            let span = d * (k - 1) + 1;
+            if p0 >= span || p1 >= span {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: pads {p0}, {p1} along {axis} must be smaller than the kernel {span} \
+                     (a window would hold only padding)"
+                ));
+            }
+            if n + p0 + p1 < span {
+                return Err(err!(
+                    Invalid,
+                    "{OP}: the kernel ({span}) is larger than the padded input ({}) along {axis}",
+                    n + p0 + p1
+                ));
+            }
+            let room = n + p0 + p1 - span;
+            let mut o = if ext.ceil_mode {
+                room.div_ceil(s) + 1
+            } else {
+                room / s + 1
+            };
+            if ext.ceil_mode && (o - 1) * s >= n + p0 {
+                o -= 1;
+            }
+            Ok(o)
+        };
+        let (dh, dw) = ext.dilation;
+        Ok((
+            one(hw.0, self.kernel.0, dh, pt, pb, self.stride.0, "H")?,
+            one(hw.1, self.kernel.1, dw, pl, pr, self.stride.1, "W")?,
+        ))
+    }
+}
+
 /// The validated problem.
 struct Geometry {
     h: usize,
@@ -123,15 +199,23 @@ struct Geometry {
     oh: usize,
     ow: usize,
     cfg: Pool2dConfig,
+    dil: (usize, usize),
 }
 
 impl Geometry {
     /// Rows and columns of the padded tile the output reads.
     fn padded(&self) -> (usize, usize) {
         (
-            (self.oh - 1) * self.cfg.stride.0 + self.cfg.kernel.0,
-            (self.ow - 1) * self.cfg.stride.1 + self.cfg.kernel.1,
+            (self.oh - 1) * self.cfg.stride.0 + self.dil.0 * (self.cfg.kernel.0 - 1) + 1,
+            (self.ow - 1) * self.cfg.stride.1 + self.dil.1 * (self.cfg.kernel.1 - 1) + 1,
         )
+    }
+
+    /// Whether some window reaches past the explicit padding (`ceil_mode`).
+    fn overhang(&self) -> bool {
+        let (hp, wp) = self.padded();
+        let [pt, pl, pb, pr] = self.cfg.pads;
+        hp > pt + self.h + pb || wp > pl + self.w + pr
     }
 
     /// Rows and columns of the input inside the padded tile.
@@ -145,11 +229,13 @@ impl Geometry {
     fn fold(&self, k: &mut Kernel, acc: &View, src: &View, op: AluOp) -> Result<(), Error> {
         let (kh, kw) = self.cfg.kernel;
         let (sh, sw) = self.cfg.stride;
+        let (dh, dw) = self.dil;
         for i in 0..kh {
             for j in 0..kw {
+                let (y0, x0) = (i * dh, j * dw);
                 let win = src
-                    .slice_step(1, i..i + (self.oh - 1) * sh + 1, sh)?
-                    .slice_step(2, j..j + (self.ow - 1) * sw + 1, sw)?;
+                    .slice_step(1, y0..y0 + (self.oh - 1) * sh + 1, sh)?
+                    .slice_step(2, x0..x0 + (self.ow - 1) * sw + 1, sw)?;
                 if i == 0 && j == 0 {
                     k.tensor_copy(acc, &win)?;
                 } else {
@@ -165,17 +251,38 @@ impl Geometry {
 /// and `y [N, C, OH, OW]`, float dtypes (they may differ; the arithmetic is fp32), both
 /// contiguous (the `N·C` planes are flattened).
 pub fn pool2d(k: &mut Kernel, y: &View, x: &View, cfg: &Pool2dConfig) -> Result<(), Error> {
+    pool2d_ext(k, y, x, cfg, &PoolExt::default())
+}
+
+/// [`pool2d`] with ONNX's `dilations` and `ceil_mode` ([`PoolExt`]); a 3-D `x [N, C, L]`
+/// and `y [N, C, OL]` pool 1-D (as `H = 1`: `cfg` then has kernel, stride and dilation 1
+/// and no padding along H).
+pub fn pool2d_ext(
+    k: &mut Kernel,
+    y: &View,
+    x: &View,
+    cfg: &Pool2dConfig,
+    ext: &PoolExt,
+) -> Result<(), Error> {
+    if x.rank() == 3 && y.rank() == 3 {
+        let up = |v: &View| {
+            let mut w = v.clone();
+            w.dims.insert(2, crate::view::Dim { size: 1, stride: 1 });
+            w
+        };
+        return pool2d_ext(k, &up(y), &up(x), cfg, ext);
+    }
     let [n, c, h, w] = match x.shape()[..] {
         [a, b, c, d] => [a, b, c, d],
         _ => {
             return Err(err!(
                 Invalid,
-                "{OP}: x {} must be 4-D [N, C, H, W]",
+                "{OP}: x {} must be 4-D [N, C, H, W] (or 3-D [N, C, L])",
                 x.describe()
             ));
         }
     };
-    let (oh, ow) = cfg.output_size((h, w))?;
+    let (oh, ow) = cfg.output_size_ext((h, w), ext)?;
     if y.shape() != [n, c, oh, ow] {
         return Err(err!(
             Invalid,
@@ -198,15 +305,16 @@ pub fn pool2d(k: &mut Kernel, y: &View, x: &View, cfg: &Pool2dConfig) -> Result<
         oh,
         ow,
         cfg: *cfg,
+        dil: ext.dilation,
     };
     let planes = n * c;
     let xs = x.reshape(&[planes, h, w])?;
     let ys = y.reshape(&[planes, oh, ow])?;
     k.scope(|k| {
         let counts = match cfg.kind {
-            PoolKind::Average {
-                count_include_pad: false,
-            } => Some(counts(k, &geo, planes.min(128))?),
+            PoolKind::Average { count_include_pad } if !count_include_pad || geo.overhang() => {
+                Some(counts(k, &geo, planes.min(128), count_include_pad)?)
+            }
             _ => None,
         };
         for p0 in (0..planes).step_by(128) {
@@ -236,11 +344,17 @@ pub fn build_pool2d(input: [usize; 4], cfg: &Pool2dConfig, dtype: DType) -> Resu
     k.build()
 }
 
-/// The per-position count of input elements in each window: `[parts, OH, OW]` fp32.
-fn counts(k: &mut Kernel, geo: &Geometry, parts: usize) -> Result<Tile, Error> {
+/// The per-position count of input elements (`pad`: of input and explicit padding
+/// elements) in each window: `[parts, OH, OW]` fp32.
+fn counts(k: &mut Kernel, geo: &Geometry, parts: usize, pad: bool) -> Result<Tile, Error> {
     let (hp, wp) = geo.padded();
     let (hn, wn) = geo.covered();
-    let [pt, pl, _, _] = geo.cfg.pads;
+    let [pt, pl, pb, pr] = geo.cfg.pads;
+    let (pt, pl, hn, wn) = if pad {
+        (0, 0, hp.min(pt + geo.h + pb), wp.min(pl + geo.w + pr))
+    } else {
+        (pt, pl, hn, wn)
+    };
     let cnt = k.sbuf_tile("pool_counts", DType::F32, &[parts, geo.oh, geo.ow])?;
     k.scope(|k| {
         let ones = k.sbuf_tile("pool_ones", DType::F32, &[parts, hp, wp])?;
@@ -282,4 +396,30 @@ fn chunk(
         }
     }
     k.dma_copy(y, &out)
+}
+
+/// Emits `y = GlobalAveragePool(x)` (`max`: `GlobalMaxPool`): `x [N, C, spatial…]`,
+/// `y [N, C, 1, …]` (any shape of `N·C` elements), float dtypes — the `N·C` rows reduced
+/// over their contiguous spatial elements by [`reduce`](super::reduce::reduce) (rows on
+/// partitions; the mean is the fp32 sum in order divided by the count, rounded once).
+pub fn global_pool(k: &mut Kernel, y: &View, x: &View, max: bool) -> Result<(), Error> {
+    let s = x.shape();
+    if s.len() < 3 || y.elems() != s[0] * s[1] || !x.dtype().is_float() {
+        return Err(err!(
+            Invalid,
+            "global_pool: x {} must be a float [N, C, spatial…] and y {} hold N·C elements",
+            x.describe(),
+            y.describe()
+        ));
+    }
+    let rows = s[0] * s[1];
+    let l: usize = s[2..].iter().product();
+    let x2 = x.reshape(&[rows, l])?;
+    let y2 = y.reshape(&[rows, 1])?;
+    let op = if max {
+        super::reduce::ReduceOp::Max
+    } else {
+        super::reduce::ReduceOp::Mean
+    };
+    super::reduce::reduce(k, &y2, &x2, 1, op, true)
 }
