@@ -139,17 +139,23 @@ fn dims4(v: &View, role: &str, layout: &str) -> Result<[usize; 4], Error> {
 }
 
 /// The validated problem.
-struct Geometry {
-    n: usize,
-    c: usize,
-    o: usize,
-    kh: usize,
-    kw: usize,
-    oh: usize,
-    ow: usize,
-    cig: usize,
-    cog: usize,
-    cfg: Conv2dConfig,
+pub(crate) struct Geometry {
+    pub(crate) n: usize,
+    pub(crate) c: usize,
+    pub(crate) o: usize,
+    pub(crate) kh: usize,
+    pub(crate) kw: usize,
+    pub(crate) oh: usize,
+    pub(crate) ow: usize,
+    pub(crate) cig: usize,
+    pub(crate) cog: usize,
+    pub(crate) cfg: Conv2dConfig,
+    /// Input rows and columns land `up` apart in the padded tile (zeros between: a
+    /// transposed convolution's stride); `(1, 1)` for a convolution.
+    pub(crate) up: (usize, usize),
+    /// Weights as a transposed convolution stores them, `[C, O/groups, KH, KW]`, applied
+    /// flipped (tap `t` reads tap `KH·KW − 1 − t`).
+    pub(crate) flip: bool,
 }
 
 impl Geometry {
@@ -259,12 +265,27 @@ pub fn conv2d(
         cig,
         cog: o / g,
         cfg: *cfg,
+        up: (1, 1),
+        flip: false,
     };
+    run(k, &geo, y, x, w, bias)
+}
+
+/// Runs a validated convolution (see [`Geometry`]).
+pub(crate) fn run(
+    k: &mut Kernel,
+    geo: &Geometry,
+    y: &View,
+    x: &View,
+    w: &View,
+    bias: Option<&View>,
+) -> Result<(), Error> {
+    let cig = geo.cig;
     k.scope(|k| {
         if cig == 1 {
-            depthwise(k, &geo, y, x, w, bias)
+            depthwise(k, geo, y, x, w, bias)
         } else {
-            matmul_conv(k, &geo, y, x, w, bias)
+            matmul_conv(k, geo, y, x, w, bias)
         }
     })
 }
@@ -320,7 +341,7 @@ fn load_padded(
     let [pt, pl, _, _] = geo.cfg.pads;
     let xp = pool.next(k)?.slice(0, 0..cn)?;
     let src = x.select(0, img)?.slice(0, c0..c0 + cn)?;
-    load_padded_planes(k, &xp, &src, (pt, pl), 0.0)?;
+    load_padded_planes(k, &xp, &src, (pt, pl), geo.up, 0.0)?;
     Ok(xp)
 }
 
@@ -346,6 +367,7 @@ pub(crate) fn load_padded_planes(
     dst: &View,
     src: &View,
     (pt, pl): (usize, usize),
+    (uh, uw): (usize, usize),
     fill: f64,
 ) -> Result<(), Error> {
     let (parts, hp, wp) = match dst.shape()[..] {
@@ -368,9 +390,10 @@ pub(crate) fn load_padded_planes(
             ));
         }
     };
-    let hn = h.min(hp.saturating_sub(pt));
-    let wn = w.min(wp.saturating_sub(pl));
-    if hn < hp || wn < wp {
+    let (uh, uw) = (uh.max(1), uw.max(1));
+    let hn = h.min(hp.saturating_sub(pt).div_ceil(uh));
+    let wn = w.min(wp.saturating_sub(pl).div_ceil(uw));
+    if hn < hp || wn < wp || uh > 1 || uw > 1 {
         k.memset(dst, fill)?;
     }
     if hn == 0 || wn == 0 {
@@ -380,7 +403,9 @@ pub(crate) fn load_padded_planes(
         let stage = k.sbuf_tile("padded_load_stage", src.dtype(), &[parts, h, w])?;
         k.dma_copy(&stage, src)?;
         k.emit(TensorCopy {
-            dst: &dst.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?,
+            dst: &dst
+                .slice_step(1, pt..pt + (hn - 1) * uh + 1, uh)?
+                .slice_step(2, pl..pl + (wn - 1) * uw + 1, uw)?,
             src: &stage.slice(1, 0..hn)?.slice(2, 0..wn)?,
             engine: Some(EngineId::GpSimd),
         })
@@ -429,6 +454,33 @@ fn matmul_conv(
             let mut tiles = Vec::new();
             for &(_, cn) in &ci_chunks {
                 tiles.push(k.sbuf_tile("conv_w", dt, &[cn, t, on])?);
+            }
+            if geo.flip {
+                // [C, O/g, taps] as stored: rows are input channels, so each tap's [cn, on]
+                // is a strided view of a contiguous load, copied (flipped) into place.
+                let wt2 = w.reshape(&[geo.c, geo.cog * t])?;
+                for (wt, &(c0, cn)) in tiles.iter().zip(&ci_chunks) {
+                    k.scope(|k| {
+                        let raw = k.sbuf_tile("conv_w_raw", dt, &[cn, on, t])?;
+                        let rows = g * geo.cig + c0;
+                        k.dma_copy(
+                            &raw.reshape(&[cn, on * t])?,
+                            &wt2.slice(0, rows..rows + cn)?
+                                .slice(1, o0 * t..(o0 + on) * t)?,
+                        )?;
+                        for tap in 0..t {
+                            k.emit(TensorCopy {
+                                dst: &wt.select(1, tap)?,
+                                src: &raw.select(2, t - 1 - tap)?,
+                                engine: Some(EngineId::Scalar),
+                            })?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                per_co.push(tiles);
+                per_co_b.push(load_bias(k, bias, ob, on)?);
+                continue;
             }
             k.scope(|k| {
                 // [on, cig, taps] as stored; a tap's [on, cn] is a strided view of it,
@@ -609,7 +661,8 @@ fn depthwise(
                             (0, geo.oh),
                             (0, geo.ow),
                         )?;
-                        let wv = wt.slice(1, j * t + tap..=j * t + tap)?;
+                        let ft = if geo.flip { t - 1 - tap } else { tap };
+                        let wv = wt.slice(1, j * t + ft..=j * t + ft)?;
                         if tap == 0 {
                             k.tensor_scalar(&acc, &win, AluOp::Mul, &wv)?;
                         } else {

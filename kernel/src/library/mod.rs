@@ -78,6 +78,7 @@ pub mod activation;
 pub mod attention;
 pub mod chnorm;
 pub mod conv;
+pub mod conv_transpose;
 pub mod data;
 pub mod elementwise;
 pub mod gemm;

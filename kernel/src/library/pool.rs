@@ -381,7 +381,7 @@ fn chunk(
         PoolKind::Average { .. } => (0.0, AluOp::Add),
     };
     let xp = k.sbuf_tile("pool_input", DType::F32, &[pn, hp, wp])?;
-    load_padded_planes(k, &xp, x, (pt, pl), fill)?;
+    load_padded_planes(k, &xp, x, (pt, pl), (1, 1), fill)?;
     let acc = k.sbuf_tile("pool_acc", DType::F32, &[pn, geo.oh, geo.ow])?;
     geo.fold(k, &acc, &xp, op)?;
     let out = k.sbuf_tile("pool_out", y.dtype(), &[pn, geo.oh, geo.ow])?;
