@@ -82,6 +82,7 @@ pub mod conv_transpose;
 pub mod data;
 pub mod elementwise;
 pub mod gemm;
+pub mod lrn;
 pub mod matmul;
 pub(crate) mod nary;
 pub mod norm;
