@@ -81,6 +81,7 @@ pub mod conv;
 pub mod conv_transpose;
 pub mod data;
 pub mod elementwise;
+pub mod gather;
 pub mod gemm;
 pub mod lrn;
 pub mod matmul;
