@@ -364,3 +364,33 @@ fn misuse_is_an_error() {
     let e = pointwise::where_(&mut k, &y2, &x, &i, &x).unwrap_err();
     assert!(e.message().contains("dtype"), "{}", e.message());
 }
+
+/// Float → int32 truncates toward zero (ONNX), saturating, NaN → 0; other pairs convert as
+/// the DMA does.
+#[test]
+fn cast_truncates_to_int() {
+    let mut k = Kernel::new("cast_test");
+    let x = k.input("x", DType::F32, &[3, 50]).unwrap();
+    let y = k.output("y", DType::I32, &[3, 50]).unwrap();
+    pointwise::cast(&mut k, &y, &x).unwrap();
+    let p = k.build().unwrap();
+    let mut xv = data(150, 8, false);
+    xv[..10].copy_from_slice(&[
+        2.5,
+        -2.5,
+        3.0,
+        -3.0,
+        0.5,
+        -0.5,
+        1e10,
+        -1e10,
+        f32::NAN,
+        16_777_217.0,
+    ]);
+    let (outs, _) = run(&p, &[("x", enc(DType::F32, &xv))]);
+    let got = refs::to_i32(output(&outs, "y"));
+    for (i, (&x, &g)) in xv.iter().zip(&got).enumerate() {
+        let want = if x.is_nan() { 0 } else { x.trunc() as i32 };
+        assert_eq!(g, want, "x[{i}] = {x}");
+    }
+}

@@ -7,8 +7,8 @@
 //! * [`instancenorm`] — `InstanceNormalization`: each `(n, c)` plane normalised by its own
 //!   mean and variance, then `·scale[c] + bias[c]`;
 //! * [`layernorm_axis`] — `LayerNormalization` with `axis` (negative from the end): the
-//!   trailing dimensions from `axis` flattened into one row, [`norm::layernorm`]
-//!   (super::norm::layernorm).
+//!   trailing dimensions from `axis` flattened into one row,
+//!   [`norm::layernorm`](super::norm::layernorm).
 //!
 //! # Tiling
 //!

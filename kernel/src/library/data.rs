@@ -15,7 +15,7 @@
 //!   the last axis is loaded as one value per row and widened on chip (a VectorE copy with a
 //!   stride-0 operand; the copy keeps every value, NaN payloads aside, which become the
 //!   canonical NaN).
-//! * [`slice`] with negative steps copies one index of each reversed axis at a time (the
+//! * [`slice()`] with negative steps copies one index of each reversed axis at a time (the
 //!   views of this crate have non-negative strides): `Π |reversed sizes|` copies. `Pad` in
 //!   reflect mode copies one row (hyper-plane) per padded index.
 

@@ -6,7 +6,7 @@
 //!
 //! A 1-D `a` `[K]` is taken as `[1, K]` and a 1-D `b` `[K]` as `[K, 1]`, the added dimension
 //! dropped from the result (as NumPy does). The batch dimensions (all but the last two)
-//! broadcast; each batch index is one 2-D [`matmul`](super::matmul::matmul) on views of `a`,
+//! broadcast; each batch index is one 2-D [`matmul`] on views of `a`,
 //! `b` and `out` (nothing is copied to make the broadcast). So every output element has the
 //! matmul's order of operations (products rounded, K tiles summed in order in fp32, one
 //! rounding to `out`'s dtype), bit for bit.

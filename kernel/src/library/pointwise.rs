@@ -403,3 +403,31 @@ pub fn where_(k: &mut Kernel, out: &View, cond: &View, a: &View, b: &View) -> Re
         },
     )
 }
+
+/// Emits `out = Cast(x)` (ONNX): between fp32, bf16, fp16 and int32. Float to int32
+/// truncates toward zero as ONNX does (`|x|`, rounded to nearest even, less one where that
+/// went up, the sign put back; saturating at the int32 range, NaN → 0); every other pair is
+/// [`activation::copy`](super::activation::copy)'s conversion (nearest even, exact where
+/// representable).
+pub fn cast(k: &mut Kernel, out: &View, x: &View) -> Result<(), Error> {
+    if !(x.dtype().is_float() && out.dtype() == DType::I32) {
+        return super::activation::copy(k, out, x);
+    }
+    same_shape("cast", x, out)?;
+    let spec = MapSpec {
+        name: "cast",
+        load: vec![DType::F32],
+        out_tile: DType::I32,
+        store_as: DType::I32,
+    };
+    map(k, &spec, out, &[x], &mut |k, b: &Block| {
+        let (x, o, [t0, t1]) = (&b.ins[0], &b.out, &b.tmp);
+        stt(k, t0, x, AluOp::Mul, -1.0, AluOp::Max, x, false)?;
+        k.tensor_copy(o, t0)?;
+        k.tensor_copy(t1, o)?;
+        tt(k, o, t1, t0, AluOp::Greater)?;
+        tt(k, t1, t1, o, AluOp::Sub)?;
+        chain(k, t0, x, (AluOp::Less, 0.0), Some((AluOp::Mul, -2.0)))?;
+        stt(k, o, t0, AluOp::Add, 1.0, AluOp::Mul, t1, false)
+    })
+}
