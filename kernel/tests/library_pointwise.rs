@@ -394,3 +394,26 @@ fn cast_truncates_to_int() {
         assert_eq!(g, want, "x[{i}] = {x}");
     }
 }
+
+/// An attention-mask shaped broadcast (`[2, 6, 64, 64] + [1, 1, 64, 64]`): the tiler splits
+/// the 4096 columns so blocks fill the partitions; results bit-exact.
+#[test]
+fn mask_broadcast_fills_partitions() {
+    let (os, ms) = ([2usize, 6, 64, 64], [1usize, 1, 64, 64]);
+    let mut k = Kernel::new("mask_add");
+    let a = k.input("a", DType::F32, &os).unwrap();
+    let m = k.input("m", DType::F32, &ms).unwrap();
+    let y = k.output("y", DType::F32, &os).unwrap();
+    pointwise::binary_any(&mut k, &y, &a, &m, AluOp::Add).unwrap();
+    let p = k.build().unwrap();
+    let (av, mv) = (data(49152, 12, true), data(4096, 13, true));
+    let (outs, _) = run(
+        &p,
+        &[("a", enc(DType::F32, &av)), ("m", enc(DType::F32, &mv))],
+    );
+    let got = dec(DType::F32, output(&outs, "y"));
+    for i in 0..49152 {
+        let want = alu(AluOp::Add, av[i], mv[i % 4096]);
+        assert!(same(got[i], want), "y[{i}]: {} vs {want}", got[i]);
+    }
+}

@@ -13,7 +13,9 @@
 //!   activation kernels) in column blocks of up to [`FREE`], then the remaining `n mod p` as
 //!   one column;
 //! * **otherwise**: the last dimension gives the columns, the one before it the rows (128 per
-//!   block), each index of the dimensions before them its own blocks.
+//!   block), each index of the dimensions before them its own blocks. When that leaves fewer
+//!   than 64 rows and the columns are many, the last dimension is first split in two so the
+//!   blocks fill the partitions (`[12, 16384]` as `[12, 128, 128]`).
 //!
 //! An input broadcast along the columns (stride 0) is loaded as one value per row, `[rows,
 //! 1]`, and handed to the body as a stride-0 view of that tile (no repeated data travels);
@@ -145,6 +147,33 @@ pub(crate) fn canonical(f: &str, out: &View, ins: &[&View]) -> Result<Vec<View>,
         .collect())
 }
 
+/// Canonical views of two or more dimensions whose rows would leave most partitions idle
+/// (fewer than 64) while the columns are many: the last dimension split into
+/// `[c₁ ≤ 128, cols / c₁]`, `c₁` the largest divisor that leaves at least 16 columns, so
+/// the blocks fill the partitions (`[12, 16384]` becomes `[12, 128, 128]`).
+fn fill_partitions(mut views: Vec<View>) -> Vec<View> {
+    let d = views[0].dims.len();
+    if d < 2 || views[0].dims[d - 2].size >= 64 {
+        return views;
+    }
+    let cols = views[0].dims[d - 1].size;
+    let Some(c1) = (2..=P.min(cols / 16)).rev().find(|c| cols % c == 0) else {
+        return views;
+    };
+    for v in &mut views {
+        let s = v.dims[d - 1].stride;
+        v.dims[d - 1] = Dim {
+            size: c1,
+            stride: s * (cols / c1),
+        };
+        v.dims.push(Dim {
+            size: cols / c1,
+            stride: s,
+        });
+    }
+    views
+}
+
 /// `[rows, cols]` blocks of the canonical views (all of one shape): the same block of each.
 fn block_views(views: &[View]) -> Result<Vec<Vec<View>>, Error> {
     let d = views[0].dims.len();
@@ -261,7 +290,7 @@ pub(crate) fn map(
     if out.elems() == 0 {
         return Ok(());
     }
-    let views = canonical(f, out, ins)?;
+    let views = fill_partitions(canonical(f, out, ins)?);
     let parts = block_views(&views)?;
     let (rows, cols) = parts.iter().fold((1, 1), |(r, c), b| {
         (r.max(b[0].partitions()), c.max(b[0].free_elems()))
