@@ -80,7 +80,11 @@ impl ConvTransposeConfig {
                      stride or dilation), each pad at most dil·(K − 1) = {span}"
                 ));
             }
-            let full = s * (n - 1) + op + span + 1;
+            let full = s
+                .saturating_mul(n - 1)
+                .saturating_add(op)
+                .saturating_add(span)
+                .saturating_add(1);
             full.checked_sub(p0 + p1).filter(|&o| o > 0).ok_or_else(|| {
                 err!(
                     Invalid,

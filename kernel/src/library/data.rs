@@ -455,7 +455,7 @@ pub fn tile(k: &mut Kernel, out: &View, x: &View, repeats: &[usize]) -> Result<(
             .iter()
             .zip(repeats)
             .zip(&os)
-            .any(|((a, r), o)| a * r != *o)
+            .any(|((a, r), o)| a.checked_mul(*r) != Some(*o))
     {
         return Err(err!(
             Invalid,

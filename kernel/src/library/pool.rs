@@ -158,7 +158,7 @@ impl Pool2dConfig {
                      stride {s}, dilation {d})"
                 ));
             }
-            let span = d * (k - 1) + 1;
+            let span = d.saturating_mul(k - 1).saturating_add(1);
             if p0 >= span || p1 >= span {
                 return Err(err!(
                     Invalid,
@@ -166,14 +166,14 @@ impl Pool2dConfig {
                      (a window would hold only padding)"
                 ));
             }
-            if n + p0 + p1 < span {
+            if n.saturating_add(p0).saturating_add(p1) < span {
                 return Err(err!(
                     Invalid,
                     "{OP}: the kernel ({span}) is larger than the padded input ({}) along {axis}",
                     n + p0 + p1
                 ));
             }
-            let room = n + p0 + p1 - span;
+            let room = n.saturating_add(p0).saturating_add(p1) - span;
             let mut o = if ext.ceil_mode {
                 room.div_ceil(s) + 1
             } else {
@@ -400,8 +400,10 @@ fn chunk(
 
 /// Emits `y = GlobalAveragePool(x)` (`max`: `GlobalMaxPool`): `x [N, C, spatial…]`,
 /// `y [N, C, 1, …]` (any shape of `N·C` elements), float dtypes — the `N·C` rows reduced
-/// over their contiguous spatial elements by [`reduce`](super::reduce::reduce) (rows on
-/// partitions; the mean is the fp32 sum in order divided by the count, rounded once).
+/// over their contiguous spatial elements (rows on partitions; the mean is the fp32 sum in
+/// order divided by the count, rounded once): when `N·C` is a multiple of 128 and small
+/// enough, all rows in one load (partition `p` holding rows `p·N·C/128 ..`), one
+/// `tensor_reduce` and one store; otherwise by [`reduce`](super::reduce::reduce).
 pub fn global_pool(k: &mut Kernel, y: &View, x: &View, max: bool) -> Result<(), Error> {
     let s = x.shape();
     if s.len() < 3 || y.elems() != s[0] * s[1] || !x.dtype().is_float() {
@@ -416,6 +418,32 @@ pub fn global_pool(k: &mut Kernel, y: &View, x: &View, max: bool) -> Result<(), 
     let l: usize = s[2..].iter().product();
     let x2 = x.reshape(&[rows, l])?;
     let y2 = y.reshape(&[rows, 1])?;
+    let per = rows / 128;
+    if rows % 128 == 0 && per > 1 && per * l <= 8192 {
+        // Packed: partition p holds rows p·per .. (p + 1)·per (contiguous in HBM), so one
+        // load, one reduction and one store cover every row (ResNet's 2048 channels).
+        return k.scope(|k| {
+            let xt = k.sbuf_tile("gpool_x", x.dtype(), &[128, per, l])?;
+            k.dma_copy(&xt, &x.reshape(&[128, per, l])?)?;
+            let acc = k.sbuf_tile("gpool_acc", DType::F32, &[128, per])?;
+            let op = if max { AluOp::Max } else { AluOp::Add };
+            k.emit(crate::ops::TensorReduce {
+                dst: &acc,
+                op,
+                data: &xt,
+                axis: &[2],
+                negate: false,
+                keepdims: false,
+            })?;
+            let ot = k.sbuf_tile("gpool_y", y.dtype(), &[128, per])?;
+            if max {
+                k.tensor_copy(&ot, &acc)?;
+            } else {
+                k.tensor_scalar(&ot, &acc, AluOp::Divide, l as f32)?;
+            }
+            k.dma_copy(&y2.reshape(&[128, per])?, &ot)
+        });
+    }
     let op = if max {
         super::reduce::ReduceOp::Max
     } else {
