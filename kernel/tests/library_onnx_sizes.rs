@@ -14,8 +14,10 @@ use nrt_kernel::library::{chnorm, data, gemm, pointwise, pool, softmax};
 use nrt_kernel::{AluOp, DType, Kernel, Program, View};
 
 type Emit = fn(&mut Kernel, &View, &[View]);
+/// Name, input shapes, output shape, emitter.
+type Case = (&'static str, Vec<Vec<usize>>, Vec<usize>, Emit);
 
-fn cases() -> Vec<(&'static str, Vec<Vec<usize>>, Vec<usize>, Emit)> {
+fn cases() -> Vec<Case> {
     vec![
         (
             "batchnorm [1, 256, 56, 56]",
