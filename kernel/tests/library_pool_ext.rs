@@ -111,6 +111,34 @@ fn dilation_and_ceil_mode() {
         check([1, 130, 9, 10], base(kind, 2, 1, [1, 1, 0, 0]), dil, false);
         check([1, 4, 13, 13], base(kind, 3, 3, [1, 1, 1, 1]), both, false);
     }
+    // 32 and 64 planes: the output rows in bands across the partitions.
+    let none = PoolExt::default();
+    check(
+        [1, 64, 20, 17],
+        base(PoolKind::Max, 3, 2, [1, 1, 1, 1]),
+        ceil,
+        false,
+    );
+    check(
+        [1, 64, 112, 112],
+        base(PoolKind::Max, 3, 2, [1, 1, 1, 1]),
+        none,
+        false,
+    );
+    check(
+        [2, 16, 9, 9],
+        base(
+            PoolKind::Average {
+                count_include_pad: true,
+            },
+            3,
+            1,
+            [1, 0, 1, 2],
+        ),
+        none,
+        false,
+    );
+    check([2, 16, 9, 9], base(PoolKind::Max, 2, 2, [0; 4]), dil, false);
     // 1-D: kernel (1, 3), stride (1, 2), pads on W only.
     let one = Pool2dConfig {
         kind: PoolKind::Max,

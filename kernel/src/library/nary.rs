@@ -20,7 +20,8 @@
 //! An input broadcast along the columns (stride 0) is loaded as one value per row, `[rows,
 //! 1]`, and handed to the body as a stride-0 view of that tile (no repeated data travels);
 //! an input broadcast along the rows is loaded by a DMA whose partitions all read the same
-//! row. Tiles come from pools of three, so loads, compute and stores of consecutive blocks
+//! row; a scalar input (broadcast along everything) is loaded once, before the blocks.
+//! Tiles come from pools of three, so loads, compute and stores of consecutive blocks
 //! overlap.
 
 use nrt_core::{Error, err};
@@ -299,6 +300,10 @@ pub(crate) fn map(
     let mk = |k: &mut Kernel, name: String, dt: DType, c: usize, n: usize| {
         k.tile_pool(&name, Memory::Sbuf, dt, &[rows, c], n)
     };
+    let scalar: Vec<bool> = views[1..]
+        .iter()
+        .map(|v| v.dims.iter().all(|d| d.stride == 0))
+        .collect();
     let mut r = Ok(());
     for (i, dt) in spec.load.iter().enumerate() {
         let c = if parts.iter().all(|b| col_broadcast(&b[i + 1])) {
@@ -306,7 +311,9 @@ pub(crate) fn map(
         } else {
             cols
         };
-        match mk(k, format!("{f}_in{i}"), *dt, c, 3) {
+        // A scalar input (stride 0 everywhere) is loaded once, before the blocks.
+        let bufs = if scalar[i] { 1 } else { 3 };
+        match mk(k, format!("{f}_in{i}"), *dt, c, bufs) {
             Ok(p) => pools.push(p),
             Err(e) => {
                 r = Err(e);
@@ -332,11 +339,23 @@ pub(crate) fn map(
     if r.is_ok() {
         r = (|| -> Result<(), Error> {
             let n_in = ins.len();
+            let mut once: Vec<Option<View>> = vec![None; n_in];
+            for (i, slot) in once.iter_mut().enumerate() {
+                if scalar[i] {
+                    let t = pools[i].next(k)?.slice(0, 0..rows)?.slice(1, 0..1)?;
+                    k.emit(DmaCopy::new(&t, &parts[0][i + 1].slice(1, 0..1)?))?;
+                    *slot = Some(t);
+                }
+            }
             for b in &parts {
                 let (rn, cn) = (b[0].partitions(), b[0].free_elems());
                 let mut tiles = Vec::with_capacity(n_in);
                 for i in 0..n_in {
                     let src = &b[i + 1];
+                    if let Some(t) = &once[i] {
+                        tiles.push(t.slice(0, 0..rn)?.broadcast(1, cn)?);
+                        continue;
+                    }
                     let t = pools[i].next(k)?;
                     if col_broadcast(src) {
                         let tv = t.slice(0, 0..rn)?.slice(1, 0..1)?;

@@ -28,6 +28,12 @@
 //! sum-pooling of a tile that is 1 inside the input and 0 in the padding. The last operation
 //! rounds to the output dtype.
 //!
+//! With 32 or 64 planes (a ResNet stem's 64 channels), most partitions would idle: the
+//! output rows are cut into bands (2 or 4, dividing `OH`), band `b`'s planes on partitions
+//! `b·planes ..`, each band loaded with its own rows of padding and input, so every
+//! instruction covers 128 partitions (max pooling, and average pooling with a constant
+//! divisor; the same taps in the same order per output element).
+//!
 //! Limits: one chunk's padded planes and the fp32 output planes must fit in SBUF (about
 //! 190 KiB per partition; ResNet-size planes do); an allocation failure says so.
 
@@ -317,6 +323,18 @@ pub fn pool2d_ext(
             }
             _ => None,
         };
+        // 32 or 64 planes leave partitions idle: cut the output rows into bands, each band's
+        // planes on their own partitions (the same taps per output element).
+        let constant = match cfg.kind {
+            PoolKind::Max => true,
+            PoolKind::Average { count_include_pad } => count_include_pad && !geo.overhang(),
+        };
+        if constant && (planes == 32 || planes == 64) {
+            let g = (2..=128 / planes).rev().find(|g| oh % g == 0).unwrap_or(1);
+            if g > 1 {
+                return k.scope(|k| bands(k, &geo, &ys, &xs, g));
+            }
+        }
         for p0 in (0..planes).step_by(128) {
             let pn = 128.min(planes - p0);
             k.scope(|k| {
@@ -396,6 +414,58 @@ fn chunk(
         }
     }
     k.dma_copy(y, &out)
+}
+
+/// `planes` (32 or 64) planes with their output rows in `g` bands, band `b` on partitions
+/// `b·planes ..`: one load per band, the taps over all bands at once, one store per band.
+fn bands(k: &mut Kernel, geo: &Geometry, y: &View, x: &View, g: usize) -> Result<(), Error> {
+    let pn = x.shape()[0];
+    let rb = geo.oh / g;
+    let (sh, _) = geo.cfg.stride;
+    let band = Geometry {
+        h: geo.h,
+        w: geo.w,
+        oh: rb,
+        ow: geo.ow,
+        cfg: geo.cfg,
+        dil: geo.dil,
+    };
+    let (hb, wp) = band.padded();
+    let [pt, pl, _, _] = geo.cfg.pads;
+    let (fill, op) = match geo.cfg.kind {
+        PoolKind::Max => (f64::NEG_INFINITY, AluOp::Max),
+        PoolKind::Average { .. } => (0.0, AluOp::Add),
+    };
+    let xp = k.sbuf_tile("pool_input", DType::F32, &[g * pn, hb, wp])?;
+    for b in 0..g {
+        let dst = xp.slice(0, b * pn..(b + 1) * pn)?;
+        let r0 = b * rb * sh;
+        let i0 = r0.saturating_sub(pt).min(geo.h);
+        let i1 = (r0 + hb).saturating_sub(pt).min(geo.h);
+        if i1 > i0 {
+            let top = i0 + pt - r0;
+            load_padded_planes(k, &dst, &x.slice(1, i0..i1)?, (top, pl), (1, 1), fill)?;
+        } else {
+            k.memset(&dst, fill)?;
+        }
+    }
+    let acc = k.sbuf_tile("pool_acc", DType::F32, &[g * pn, rb, geo.ow])?;
+    band.fold(k, &acc, &xp, op)?;
+    let out = k.sbuf_tile("pool_out", y.dtype(), &[g * pn, rb, geo.ow])?;
+    match geo.cfg.kind {
+        PoolKind::Max => k.tensor_copy(&out, &acc)?,
+        PoolKind::Average { .. } => {
+            let (kh, kw) = geo.cfg.kernel;
+            k.tensor_scalar(&out, &acc, AluOp::Divide, (kh * kw) as f32)?;
+        }
+    }
+    for b in 0..g {
+        k.dma_copy(
+            &y.slice(1, b * rb..(b + 1) * rb)?,
+            &out.slice(0, b * pn..(b + 1) * pn)?,
+        )?;
+    }
+    Ok(())
 }
 
 /// Emits `y = GlobalAveragePool(x)` (`max`: `GlobalMaxPool`): `x [N, C, spatial…]`,
