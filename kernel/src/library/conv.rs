@@ -393,8 +393,33 @@ pub(crate) fn load_padded_planes(
     let (uh, uw) = (uh.max(1), uw.max(1));
     let hn = h.min(hp.saturating_sub(pt).div_ceil(uh));
     let wn = w.min(wp.saturating_sub(pl).div_ceil(uw));
-    if hn < hp || wn < wp || uh > 1 || uw > 1 {
+    if uh > 1 || uw > 1 || hn == 0 || wn == 0 {
         k.memset(dst, fill)?;
+    } else if hn < hp || wn < wp {
+        // Only the border (top, bottom, left, right strips) when that is cheaper than the
+        // whole tile under the cost rule (`N + 60`, `+ 100` for `N ≤ 128`).
+        let (ph, pw) = (hp - pt - hn, wp - pl - wn);
+        let strips = [
+            (0..pt, 0..wp),
+            (pt + hn..hp, 0..wp),
+            (pt..pt + hn, 0..pl),
+            (pt..pt + hn, pl + wn..wp),
+        ];
+        let cost = |n: usize| n + 60 + if n <= 128 { 100 } else { 0 };
+        let border: usize = [pt * wp, ph * wp, hn * pl, hn * pw]
+            .iter()
+            .filter(|&&n| n > 0)
+            .map(|&n| cost(n))
+            .sum();
+        if border < cost(hp * wp) {
+            for (rows, cols) in strips {
+                if !rows.is_empty() && !cols.is_empty() {
+                    k.memset(&dst.slice(1, rows)?.slice(2, cols)?, fill)?;
+                }
+            }
+        } else {
+            k.memset(dst, fill)?;
+        }
     }
     if hn == 0 || wn == 0 {
         return Ok(());
