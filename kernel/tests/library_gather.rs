@@ -66,3 +66,34 @@ fn gather_rows_at_run_time() {
         }
     }
 }
+
+/// int64 indices as the strided int32 view of their low words (`[T, 2]`, column 0).
+#[test]
+fn gather_int64_low_words() {
+    let (v, b, t) = (200usize, 33usize, 9usize);
+    let mut k = Kernel::new("gather_i64");
+    let d = k.input("d", DType::F32, &[v, b]).unwrap();
+    let i = k.input("i", DType::I32, &[t, 2]).unwrap();
+    let y = k.output("y", DType::F32, &[t, b]).unwrap();
+    gather(&mut k, &y, &d, &i.select(1, 0).unwrap(), 0).unwrap();
+    let p = k.build().unwrap();
+    let mut rng = Rng(8);
+    let dv: Vec<f32> = (0..v * b).map(|_| rng.unit() * 3.0 + 0.01).collect();
+    let idx: Vec<i64> = (0..t).map(|j| (j as i64 * 37) % v as i64 - 50).collect();
+    let words: Vec<i32> = idx
+        .iter()
+        .flat_map(|&x| [x as i32, (x >> 32) as i32])
+        .collect();
+    let (outs, _) = run(&p, &[("d", enc(DType::F32, &dv)), ("i", i32s(&words))]);
+    let got = dec(DType::F32, output(&outs, "y"));
+    for (j, &ix) in idx.iter().enumerate() {
+        let row = if ix < 0 { ix + v as i64 } else { ix } as usize;
+        for c in 0..b {
+            assert_eq!(
+                got[j * b + c].to_bits(),
+                dv[row * b + c].to_bits(),
+                "y[{j}, {c}]"
+            );
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! ONNX `Gather` with indices known only at run time (an int32 HBM tensor; an int64 index
-//! tensor is read as int32 by its caller — its low words, little-endian — or converted
-//! first). The ISA has no indirect DMA, so the rows are selected by TensorE: for `data`
+//! tensor can be passed as the strided int32 view of its low words — `[T, 2]` int32, column
+//! 0, little-endian — which is staged through SBUF; indices then must be below 2³¹). The ISA has no indirect DMA, so the rows are selected by TensorE: for `data`
 //! viewed as `[A, V, B]` (`V` the gathered axis) and `T` indices,
 //! `out[a, t, :] = Σ_v onehot[v, t] · data[a, v, :]`, the one-hot matrix built on chip.
 //! (Indices known when the kernel is built are plain copies:
@@ -94,7 +94,24 @@ pub fn gather(
     };
     let d3 = contiguous(data, &[a, v, b])?;
     let o3 = contiguous(out, &[a, t, b])?;
-    let idx = contiguous(indices, &[1, t])?;
+    // The indices as one row [1, T]; a strided rank-1 view (an int64 tensor's low words,
+    // `[T, 2]` column 0) is staged through SBUF once per block instead.
+    let (idx, staged) = match indices.reshape(&[1, t]) {
+        Ok(v) => (v, false),
+        Err(_) if indices.rank() == 1 => {
+            let mut v = indices.clone();
+            v.dims.insert(0, crate::view::Dim { size: 1, stride: 0 });
+            (v, true)
+        }
+        Err(e) => {
+            return Err(err!(
+                Invalid,
+                "{f}: indices {} must be contiguous or 1-D: {}",
+                indices.describe(),
+                e.message()
+            ));
+        }
+    };
     if out.elems() == 0 {
         return Ok(());
     }
@@ -103,6 +120,7 @@ pub fn gather(
     k.scope(|k| {
         let idx_i = k.sbuf_tile("gather_idx_i", DType::I32, &[vp, tp])?;
         let idx_f = k.sbuf_tile("gather_idx", DType::F32, &[vp, tp])?;
+        let idx_b = k.sbuf_tile("gather_idx_b", DType::I32, &[vp, tp])?;
         let wrap = k.sbuf_tile("gather_wrap", DType::F32, &[vp, tp])?;
         let rows = k.sbuf_tile("gather_rows", DType::F32, &[vp, 1])?;
         let mut ohs = k.tile_pool("gather_onehot", Memory::Sbuf, dt, &[vp, tp], 2)?;
@@ -113,8 +131,24 @@ pub fn gather(
             let ii = idx_i.slice(1, 0..tn)?;
             let fi = idx_f.slice(1, 0..tn)?;
             let wr = wrap.slice(1, 0..tn)?;
-            k.dma_copy(&ii, &idx.slice(1, t0..t0 + tn)?.broadcast(0, vp)?)?;
-            k.tensor_copy(&fi, &ii)?;
+            let row = idx.slice(1, t0..t0 + tn)?;
+            if staged {
+                // HBM → partition 0 (one descriptor per index), then partition 0 → every
+                // partition (a DMA whose source partition stride is 0).
+                let first = ii.slice(0, 0..1)?;
+                k.dma_copy(&first, &row)?;
+                let mut all = first.clone();
+                all.dims[0] = crate::view::Dim {
+                    size: vp,
+                    stride: 0,
+                };
+                let rest = idx_b.slice(1, 0..tn)?;
+                k.dma_copy(&rest, &all)?;
+                k.tensor_copy(&fi, &rest)?;
+            } else {
+                k.dma_copy(&ii, &row.broadcast(0, vp)?)?;
+                k.tensor_copy(&fi, &ii)?;
+            }
             k.tensor_scalar_chain(&wr, &fi, AluOp::Less, 0.0, AluOp::Mul, v as f32)?;
             k.tensor_tensor(&fi, &fi, &wr, AluOp::Add)?;
             for ai in 0..a {
