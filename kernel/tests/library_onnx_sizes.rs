@@ -89,6 +89,12 @@ fn cases() -> Vec<Case> {
             |k, y, x| pointwise::where_(k, y, &x[0], &x[1], &x[2]).unwrap(),
         ),
         (
+            "add mask [1, 12, 128, 128] + [1, 1, 128, 128]",
+            vec![vec![1, 12, 128, 128], vec![1, 1, 128, 128]],
+            vec![1, 12, 128, 128],
+            |k, y, x| pointwise::binary_any(k, y, &x[0], &x[1], AluOp::Add).unwrap(),
+        ),
+        (
             "softmax axis -1 [1, 12, 128, 128]",
             vec![vec![1, 12, 128, 128]],
             vec![1, 12, 128, 128],

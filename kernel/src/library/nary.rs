@@ -20,7 +20,9 @@
 //! An input broadcast along the columns (stride 0) is loaded as one value per row, `[rows,
 //! 1]`, and handed to the body as a stride-0 view of that tile (no repeated data travels);
 //! an input broadcast along the rows is loaded by a DMA whose partitions all read the same
-//! row; a scalar input (broadcast along everything) is loaded once, before the blocks.
+//! row; a scalar input (broadcast along everything) is loaded once, before the blocks, and
+//! an input that is the same for every index of the lead dimensions (an attention mask) is
+//! kept resident after the first (when it fits 32 KiB per partition).
 //! Tiles come from pools of three, so loads, compute and stores of consecutive blocks
 //! overlap.
 
@@ -304,6 +306,15 @@ pub(crate) fn map(
         .iter()
         .map(|v| v.dims.iter().all(|d| d.stride == 0))
         .collect();
+    // Blocks per index of the lead dimensions (the lead dimensions are the outer loop).
+    let d = views[0].dims.len();
+    let per_lead = if d >= 3 {
+        views[0].dims[d - 2].size.div_ceil(P) * views[0].dims[d - 1].size.div_ceil(FREE)
+    } else {
+        parts.len()
+    };
+    let mut width = Vec::with_capacity(ins.len());
+    let mut resident = Vec::with_capacity(ins.len());
     let mut r = Ok(());
     for (i, dt) in spec.load.iter().enumerate() {
         let c = if parts.iter().all(|b| col_broadcast(&b[i + 1])) {
@@ -311,8 +322,21 @@ pub(crate) fn map(
         } else {
             cols
         };
+        // An input the same for every lead index (an attention mask) whose blocks fit 32 KiB
+        // per partition stays resident: loaded during the first lead index, then reused.
+        let res = d >= 3
+            && parts.len() > per_lead
+            && !scalar[i]
+            && views[i + 1].dims[..d - 2].iter().all(|x| x.stride == 0)
+            && per_lead * c * dt.size() <= 32 * 1024;
+        width.push(c);
+        resident.push(res);
         // A scalar input (stride 0 everywhere) is loaded once, before the blocks.
-        let bufs = if scalar[i] { 1 } else { 3 };
+        let (bufs, c) = match (scalar[i], res) {
+            (true, _) => (1, c),
+            (false, true) => (1, c * per_lead),
+            _ => (3, c),
+        };
         match mk(k, format!("{f}_in{i}"), *dt, c, bufs) {
             Ok(p) => pools.push(p),
             Err(e) => {
@@ -340,20 +364,42 @@ pub(crate) fn map(
         r = (|| -> Result<(), Error> {
             let n_in = ins.len();
             let mut once: Vec<Option<View>> = vec![None; n_in];
-            for (i, slot) in once.iter_mut().enumerate() {
+            let mut kept: Vec<Option<View>> = vec![None; n_in];
+            for i in 0..n_in {
                 if scalar[i] {
                     let t = pools[i].next(k)?.slice(0, 0..rows)?.slice(1, 0..1)?;
                     k.emit(DmaCopy::new(&t, &parts[0][i + 1].slice(1, 0..1)?))?;
-                    *slot = Some(t);
+                    once[i] = Some(t);
+                } else if resident[i] {
+                    kept[i] = Some(pools[i].next(k)?.view().clone());
                 }
             }
-            for b in &parts {
+            for (bi, b) in parts.iter().enumerate() {
                 let (rn, cn) = (b[0].partitions(), b[0].free_elems());
                 let mut tiles = Vec::with_capacity(n_in);
                 for i in 0..n_in {
                     let src = &b[i + 1];
                     if let Some(t) = &once[i] {
                         tiles.push(t.slice(0, 0..rn)?.broadcast(1, cn)?);
+                        continue;
+                    }
+                    if let Some(t) = &kept[i] {
+                        let (w, j) = (width[i], bi % per_lead);
+                        let slot = t.slice(0, 0..rn)?;
+                        let tv = if w == 1 {
+                            slot.slice(1, j..j + 1)?
+                        } else {
+                            slot.slice(1, j * w..j * w + cn)?
+                        };
+                        if bi < per_lead {
+                            let s = if w == 1 {
+                                src.slice(1, 0..1)?
+                            } else {
+                                src.clone()
+                            };
+                            k.emit(DmaCopy::new(&tv, &s))?;
+                        }
+                        tiles.push(if w == 1 { tv.broadcast(1, cn)? } else { tv });
                         continue;
                     }
                     let t = pools[i].next(k)?;
