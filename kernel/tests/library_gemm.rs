@@ -166,3 +166,85 @@ fn gemm_alpha_beta_transposes_and_c_broadcast() {
         }
     }
 }
+
+/// `matmul_fused` (bias + activation applied at PSUM evacuation) equals `matmul`, the
+/// broadcasting add and the activation run as separate passes, bit for bit (fp32 out), in
+/// both schedules, with `b` transposed, with only an activation, and past the fused width.
+#[test]
+fn fused_epilogue_equals_separate_passes() {
+    use nrt_kernel::ActFn;
+    use nrt_kernel::library::matmul::{self, Epilogue, MatmulOpts, Schedule};
+    use nrt_kernel::library::{activation, pointwise};
+    let cases = [
+        (
+            200usize,
+            300usize,
+            600usize,
+            Schedule::Auto,
+            false,
+            true,
+            Some(ActFn::Relu),
+        ),
+        (
+            130,
+            260,
+            700,
+            Schedule::Streamed,
+            true,
+            true,
+            Some(ActFn::GeluErf),
+        ),
+        (64, 100, 96, Schedule::Auto, false, false, Some(ActFn::Tanh)),
+        (
+            3,
+            20,
+            4100,
+            Schedule::Auto,
+            false,
+            true,
+            Some(ActFn::Sigmoid),
+        ),
+        (70, 129, 300, Schedule::Auto, true, true, None),
+    ];
+    for (m, kd, n, schedule, tb, with_bias, act) in cases {
+        let opts = MatmulOpts {
+            b_transposed: tb,
+            schedule,
+            ..MatmulOpts::default()
+        };
+        let sb = if tb { [n, kd] } else { [kd, n] };
+        let mk = |fused: bool| {
+            let mut k = Kernel::new("fused");
+            let a = k.input("a", DType::F32, &[m, kd]).unwrap();
+            let b = k.input("b", DType::F32, &sb).unwrap();
+            let c = k.input("c", DType::F32, &[n]).unwrap();
+            let y = k.output("y", DType::F32, &[m, n]).unwrap();
+            let bias = with_bias.then_some(&*c);
+            if fused {
+                matmul::matmul_fused(&mut k, &y, &a, &b, &opts, &Epilogue { bias, act }).unwrap();
+            } else {
+                matmul::matmul(&mut k, &y, &a, &b, &opts).unwrap();
+                if let Some(c) = bias {
+                    pointwise::binary_any(&mut k, &y, &y, c, nrt_kernel::AluOp::Add).unwrap();
+                }
+                if let Some(f) = act {
+                    activation::activation(&mut k, &y, &y, f).unwrap();
+                }
+            }
+            k.build().unwrap()
+        };
+        let ins = [
+            ("a", enc(DType::F32, &data(m * kd, 7))),
+            ("b", enc(DType::F32, &data(kd * n, 8))),
+            ("c", enc(DType::F32, &data(n, 9))),
+        ];
+        let ins: Vec<(&str, Vec<u8>)> = ins.iter().map(|(a, b)| (*a, b.clone())).collect();
+        let (fo, _) = run(&mk(true), &ins);
+        let (so, _) = run(&mk(false), &ins);
+        assert_eq!(
+            output(&fo, "y"),
+            output(&so, "y"),
+            "[{m}, {kd}] x [{kd}, {n}] {schedule:?} tb {tb} bias {with_bias} {act:?}"
+        );
+    }
+}

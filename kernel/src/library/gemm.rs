@@ -16,7 +16,10 @@
 //! `Y = alpha·(A'·B') + beta·C` with `A' = transA ? Aᵀ : A`, `B' = transB ? Bᵀ : B` (the
 //! transposes are loads: `transA` reads `a` as the matmul's stationary layout directly,
 //! `transB` loads `b` by transposing DMAs). With `alpha = 1` and no `C` (or `beta = 0`) it
-//! is the matmul alone. Otherwise the product goes to `out` (or, for a non-fp32 `out`, an
+//! is the matmul alone; with `alpha = beta = 1` and a bias row `C` (`[N]` or `[1, N]`, up to
+//! [`FUSED_BIAS_COLS`] columns) the row is added as the tiles leave PSUM
+//! ([`matmul_fused`], the same `fl(p + c)` with `p` in fp32 — for a non-fp32 `out` one
+//! rounding fewer than the general path). Otherwise the product goes to `out` (or, for a non-fp32 `out`, an
 //! fp32 scratch tensor, so it is rounded once) and one element-wise pass computes
 //! `fl(fl(alpha·p) + fl(beta·c))` (the multiplications skipped when the factor is 1), `C`
 //! broadcasting to `[M, N]` (NumPy rules), rounded once to `out`'s dtype.
@@ -24,7 +27,7 @@
 use nrt_core::{Error, err};
 use nrt_sim::engine::{AluOp, DType};
 
-use super::matmul::{MatmulOpts, matmul};
+use super::matmul::{Epilogue, FUSED_BIAS_COLS, MatmulOpts, matmul, matmul_fused};
 use super::nary::{Block, MapSpec, map};
 use super::util::{hbm, hbm_out};
 use crate::kernel::Kernel;
@@ -177,6 +180,20 @@ pub fn gemm(
     };
     if opts.alpha == 1.0 && c.is_none() {
         return matmul(k, out, a, b, &mo);
+    }
+    // A bias row (`C` of shape [N] or [1, N], alpha = beta = 1): added as the tiles leave
+    // PSUM (`matmul_fused`, the same fp32 sum `fl(p + c)`), no extra pass.
+    let n = out.shape().get(1).copied().unwrap_or(0);
+    if let (Some(cv), 1.0, 1.0) = (c, opts.alpha, opts.beta) {
+        if (cv.shape() == [n] || cv.shape() == [1, n]) && n <= FUSED_BIAS_COLS {
+            if let Ok(row) = cv.reshape(&[n]) {
+                let epi = Epilogue {
+                    bias: Some(&row),
+                    act: None,
+                };
+                return matmul_fused(k, out, a, b, &mo, &epi);
+            }
+        }
     }
     let p = if out.dtype() == DType::F32 {
         out.clone()

@@ -44,12 +44,12 @@
 //! `NRT_RESOURCE`.
 
 use nrt_core::{Error, err};
-use nrt_sim::engine::{DType, EngineId, Program};
+use nrt_sim::engine::{ActFn, AluOp, DType, EngineId, Program};
 
 use super::util::{P, blocks, build_with, float, hbm, hbm_out, release};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
-use crate::ops::{DmaCopy, DmaTranspose, NcMatmul, TensorCopy};
+use crate::ops::{ActBias, DmaCopy, DmaTranspose, NcMatmul, TensorCopy};
 use crate::view::View;
 
 /// Columns of `out` per PSUM tile (one 2 KiB bank of fp32).
@@ -93,6 +93,20 @@ pub fn matmul(
     a: &View,
     b: &View,
     opts: &MatmulOpts,
+) -> Result<(), Error> {
+    matmul_with(k, out, a, b, opts, None, None)
+}
+
+/// [`matmul`] with an epilogue: `bias` an SBUF fp32 tile `[min(M, 128), N]` (the bias row on
+/// every partition), `act` a function applied last.
+fn matmul_with(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    bias: Option<View>,
+    act: Option<ActFn>,
 ) -> Result<(), Error> {
     let f = "matmul";
     hbm(k, a, f, "a")?;
@@ -163,12 +177,95 @@ pub fn matmul(
         kt,
         nt,
         bw: bw.unwrap_or(nt),
+        bias,
+        act,
     };
+    run(k, out, a, b, opts, g, resident)
+}
+
+fn run(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    g: Geometry,
+    resident: bool,
+) -> Result<(), Error> {
     if resident {
         k.scope(|k| resident_a(k, out, a, b, opts, &g))
     } else {
         streamed(k, out, a, b, opts, &g)
     }
+}
+
+/// What [`matmul_fused`] applies to each output tile as it leaves PSUM.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Epilogue<'a> {
+    /// `[N]` (any float dtype), added to every row.
+    pub bias: Option<&'a View>,
+    /// Applied last (ScalarE).
+    pub act: Option<ActFn>,
+}
+
+/// Most columns whose bias row is kept on every partition (fp32, 16 KiB per partition).
+pub const FUSED_BIAS_COLS: usize = 4096;
+
+/// Emits `out = act(a · b + bias)` — a `Linear` layer, ONNX's `MatMul` + `Add` (+ an
+/// activation) — with the bias and the activation applied as each tile is evacuated from
+/// PSUM (no extra pass over `out`): VectorE `fl(acc + bias)` into `out`'s dtype, then
+/// ScalarE `act` in place (with no bias, ScalarE applies `act` to the fp32 sum directly).
+/// With an fp32 `out` the result equals [`matmul`] followed by the broadcasting add and the
+/// [`activation`](super::activation::activation), bit for bit. Beyond
+/// [`FUSED_BIAS_COLS`] columns the bias and activation are applied by those separate passes.
+pub fn matmul_fused(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    epi: &Epilogue<'_>,
+) -> Result<(), Error> {
+    let f = "matmul";
+    let n = out.shape().get(1).copied().unwrap_or(0);
+    if let Some(bias) = epi.bias {
+        hbm(k, bias, f, "bias")?;
+        float(bias, f, "bias")?;
+        if bias.shape() != [n] {
+            return Err(err!(
+                Invalid,
+                "{f}: bias {} must be [{n}] (out {}'s columns)",
+                bias.describe(),
+                out.describe()
+            ));
+        }
+    }
+    if epi.bias.is_none() && epi.act.is_none() {
+        return matmul(k, out, a, b, opts);
+    }
+    if n > FUSED_BIAS_COLS {
+        matmul(k, out, a, b, opts)?;
+        if let Some(bias) = epi.bias {
+            super::pointwise::binary_any(k, out, out, bias, AluOp::Add)?;
+        }
+        if let Some(act) = epi.act {
+            super::activation::activation(k, out, out, act)?;
+        }
+        return Ok(());
+    }
+    // The plain matmul's checks and schedule, with the epilogue added.
+    k.scope(|k| {
+        let mp = P.min(out.shape().first().copied().unwrap_or(1).max(1));
+        let bias = match epi.bias {
+            Some(bv) => {
+                let t = k.sbuf_tile("mm_bias", DType::F32, &[mp, n.max(1)])?;
+                k.emit(DmaCopy::new(&t, &bv.reshape(&[1, n])?.broadcast(0, mp)?))?;
+                Some(t.view().clone())
+            }
+            None => None,
+        };
+        matmul_with(k, out, a, b, opts, bias, epi.act)
+    })
 }
 
 /// Sizes of one matmul.
@@ -180,6 +277,10 @@ struct Geometry {
     nt: usize,
     /// Columns of `b` per resident block (a multiple of [`N_TILE`], or N).
     bw: usize,
+    /// The epilogue's bias row on every partition (fp32 `[min(M, 128), N]`).
+    bias: Option<View>,
+    /// The epilogue's activation.
+    act: Option<ActFn>,
 }
 
 /// Loads `aᵀ[k0..k0 + kn, m0..m0 + mn]` into `dst` `[kn, mn]`.
@@ -227,18 +328,37 @@ fn load_b(
 
 /// Copies the PSUM tile `acc` to `dst` (an SBUF view in `out`'s dtype), VectorE and ScalarE
 /// in turn.
-fn copy_out(k: &mut Kernel, turn: &mut usize, dst: &View, acc: &View) -> Result<(), Error> {
+fn copy_out(
+    k: &mut Kernel,
+    turn: &mut usize,
+    dst: &View,
+    acc: &View,
+    g: &Geometry,
+    col0: usize,
+) -> Result<(), Error> {
     let engine = if *turn % 2 == 0 {
         EngineId::Vector
     } else {
         EngineId::Scalar
     };
     *turn += 1;
-    k.emit(TensorCopy {
-        dst,
-        src: acc,
-        engine: Some(engine),
-    })
+    match (&g.bias, g.act) {
+        (None, None) => k.emit(TensorCopy {
+            dst,
+            src: acc,
+            engine: Some(engine),
+        }),
+        (None, Some(act)) => k.activation(dst, act, acc, ActBias::None, 1.0),
+        (Some(bias), act) => {
+            let (mn, nn) = (dst.partitions(), dst.free_elems());
+            let bv = bias.slice(0, 0..mn)?.slice(1, col0..col0 + nn)?;
+            k.tensor_tensor(dst, acc, &bv, AluOp::Add)?;
+            match act {
+                Some(act) => k.activation(dst, act, dst, ActBias::None, 1.0),
+                None => Ok(()),
+            }
+        }
+    }
 }
 
 /// `aᵀ` resident for all of M, loaded once; `b` in blocks of all K rows × 512 columns, each
@@ -296,7 +416,7 @@ fn resident_a(
                         })?;
                     }
                     let ov = o.slice(0, 0..mn)?.slice(1, c0..c0 + nn)?;
-                    copy_out(k, &mut turn, &ov, &acc)?;
+                    copy_out(k, &mut turn, &ov, &acc, g, w0 + c0)?;
                 }
                 let ov = o.slice(0, 0..mn)?.slice(1, 0..wn)?;
                 let dst = out.slice(0, m0..m0 + mn)?.slice(1, w0..w0 + wn)?;
@@ -415,16 +535,8 @@ fn streamed(
                 for (t, &(mo, mn)) in row_tiles.iter().enumerate() {
                     let acc = acc_t[t].slice(0, 0..mn)?.slice(1, 0..nn)?;
                     let ov = o_t[t].slice(0, 0..mn)?.slice(1, 0..nn)?;
-                    let engine = if t % 2 == 0 {
-                        EngineId::Vector
-                    } else {
-                        EngineId::Scalar
-                    };
-                    k.emit(TensorCopy {
-                        dst: &ov,
-                        src: &acc,
-                        engine: Some(engine),
-                    })?;
+                    let mut turn = t;
+                    copy_out(k, &mut turn, &ov, &acc, g, n0)?;
                     let dst = out.slice(0, m0 + mo..m0 + mo + mn)?.slice(1, n0..n0 + nn)?;
                     k.emit(DmaCopy::new(&dst, &ov))?;
                 }
