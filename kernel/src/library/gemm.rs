@@ -98,6 +98,21 @@ pub fn matmul_nd(k: &mut Kernel, out: &View, a: &View, b: &View) -> Result<(), E
         o2 = unsqueeze(&o2, o2.rank());
     }
     let nb = batch.len();
+    // `b` the same for every batch index and `a`'s rows contiguous: one matmul of all the
+    // rows (`[batch·M, K] · [K, N]`; each output element is the same sum).
+    let bsize: usize = batch.iter().product();
+    if bsize > 1 && sb[..rb - 2].iter().all(|&d| d == 1) && a.rank() > 1 {
+        if let (Ok(af), Ok(of)) = (a2.reshape(&[bsize * m, kd]), o2.reshape(&[bsize * m, n])) {
+            let bf = b2.reshape(&[kb, n]).unwrap_or_else(|_| {
+                let mut v = b2.clone();
+                v.dims.drain(..rb - 2);
+                v
+            });
+            if sa[..ra - 2].iter().product::<usize>() == bsize {
+                return matmul(k, &of, &af, &bf, &MatmulOpts::default());
+            }
+        }
+    }
     for idx in 0..batch.iter().product::<usize>() {
         let mut rest = idx;
         let mut at = vec![0; nb];
