@@ -106,6 +106,8 @@ fn check(
 fn permute_keeps_or_moves_the_last_axis() {
     for (shape, perm) in [
         (vec![2usize, 5, 3, 4], vec![0usize, 2, 1, 3]),
+        (vec![2, 40, 6, 8], vec![0, 2, 1, 3]),
+        (vec![1, 200, 3, 16], vec![0, 2, 1, 3]),
         (vec![2, 3, 40, 130], vec![0, 1, 3, 2]),
         (vec![2, 150, 3, 7], vec![0, 2, 3, 1]),
         (vec![3, 200], vec![1, 0]),

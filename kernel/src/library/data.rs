@@ -8,7 +8,10 @@
 //! * A copy between views whose last dimensions are both contiguous moves
 //!   `[rows ≤ 128, cols ≤ 2048]` blocks: one load and one store per block
 //!   ([`activation::copy`](super::activation::copy)), descriptors per contiguous run.
-//! * [`permute`] moving the last axis is cut into 2-D planes `[x's last axis, out's last
+//! * [`permute`] keeping the last axis moves whole `[128, …]` blocks — the dimension laid over
+//!   the partitions chosen to need the fewest descriptors (`[1, 128, 12, 64] → [0, 2, 1,
+//!   3]`: the sequence on partitions, one 3 KiB run per partition in, twelve out) — when a
+//!   partition's share fits 32 KiB; moving the last axis, it is cut into 2-D planes `[x's last axis, out's last
 //!   axis]`, each one transposing DMA (`dma_transpose`, block descriptors) into SBUF and one
 //!   contiguous store: no per-element descriptors.
 //! * [`expand`] and [`tile`] read the input once per output block; an input repeated along
@@ -70,8 +73,76 @@ pub fn permute(k: &mut Kernel, out: &View, x: &View, perm: &[usize]) -> Result<(
     let last = (0..r).rev().find(|&i| out.dims[i].size > 1);
     match (inner, last) {
         (Some(j), Some(l)) if j != l && src.dims[j].stride == 1 => planes(k, out, &src, j, l),
-        _ => copy(k, out, &src),
+        _ => match partition_dim(out, &src) {
+            Some(d) => block_copy(k, out, &src, d),
+            None => copy(k, out, &src),
+        },
     }
+}
+
+/// Most bytes per partition of a [`block_copy`] tile.
+const BLOCK_BYTES: usize = 32 * 1024;
+
+/// Contiguous elements at the innermost end of `v` without dimension `d`.
+fn run_without(v: &View, d: usize) -> usize {
+    let mut run = 1usize;
+    for (i, x) in v.dims.iter().enumerate().rev() {
+        if i == d || x.size == 1 {
+            continue;
+        }
+        if x.stride != run {
+            break;
+        }
+        run *= x.size;
+    }
+    run
+}
+
+/// The dimension of `out` to lay over partitions for a whole-tensor copy from `src` (same
+/// shape), when that needs fewer DMA descriptors than rows of the last two dimensions
+/// (`activation::copy`'s blocks): each partition then moves the other dimensions at once.
+fn partition_dim(out: &View, src: &View) -> Option<usize> {
+    let r = out.rank();
+    let n = out.elems();
+    let es = out.dtype().size();
+    if r < 3 || n == 0 {
+        return None;
+    }
+    let cost = |d: usize| {
+        let free = n / out.dims[d].size;
+        let runs = free / run_without(out, d) + free / run_without(src, d);
+        out.dims[d].size * runs
+    };
+    // activation::copy's blocks: rows of dimension r − 2, each a run of the last dimension
+    // (or less, where a side is strided), per index of the others.
+    let rows_cost = 2 * n / out.dims[r - 1].size.max(1);
+    (0..r - 1)
+        .filter(|&d| out.dims[d].size >= 16 && (n / out.dims[d].size) * es <= BLOCK_BYTES)
+        .min_by_key(|&d| cost(d))
+        .filter(|&d| cost(d) <= rows_cost)
+}
+
+/// `out = src` with dimension `d` on partitions (128 at a time) and every other dimension in
+/// the free space of one tile: one load and one store per 128 indices of `d`.
+fn block_copy(k: &mut Kernel, out: &View, src: &View, d: usize) -> Result<(), Error> {
+    let r = out.rank();
+    let order: Vec<usize> = std::iter::once(d)
+        .chain((0..r).filter(|&i| i != d))
+        .collect();
+    let (o, s) = (out.permute(&order)?, src.permute(&order)?);
+    let mut shape = o.shape();
+    let nd = shape[0];
+    shape[0] = P.min(nd);
+    let mut pool = k.tile_pool("permute_block", Memory::Sbuf, out.dtype(), &shape, 2)?;
+    let res = (|| -> Result<(), Error> {
+        for (p0, pn) in blocks(nd, P) {
+            let t = pool.next(k)?.slice(0, 0..pn)?;
+            k.emit(DmaCopy::new(&t, &s.slice(0, p0..p0 + pn)?))?;
+            k.emit(DmaCopy::new(&o.slice(0, p0..p0 + pn)?, &t))?;
+        }
+        Ok(())
+    })();
+    release(k, [pool], res)
 }
 
 /// `out = src` where `src`'s dimension `j` is contiguous and `out`'s dimension `l` is: 2-D
