@@ -278,3 +278,33 @@ fn tile_expand_gather() {
         0,
     );
 }
+
+/// A concat whose parts move as whole blocks over a partition dimension (40 rows of a
+/// 4-D tensor) and a slice of one.
+#[test]
+fn concat_and_slice_as_blocks() {
+    let (a, b) = ([4usize, 40, 3, 8], [4usize, 40, 5, 8]);
+    check(
+        DType::F32,
+        &[&a, &b],
+        &[4, 40, 8, 8],
+        |k, o, x| data::concat(k, o, &[&x[0], &x[1]], 2).unwrap(),
+        |at| {
+            if at[2] < 3 {
+                Some((0, at.to_vec()))
+            } else {
+                Some((1, vec![at[0], at[1], at[2] - 3, at[3]]))
+            }
+        },
+        0,
+    );
+    let spec: [(usize, isize); 4] = [(1, 1), (2, 1), (0, 2), (0, 1)];
+    check(
+        DType::F32,
+        &[&b],
+        &[3, 38, 3, 8],
+        |k, o, x| data::slice(k, o, &x[0], &spec).unwrap(),
+        |at| Some((0, vec![at[0] + 1, at[1] + 2, at[2] * 2, at[3]])),
+        0,
+    );
+}

@@ -73,10 +73,16 @@ pub fn permute(k: &mut Kernel, out: &View, x: &View, perm: &[usize]) -> Result<(
     let last = (0..r).rev().find(|&i| out.dims[i].size > 1);
     match (inner, last) {
         (Some(j), Some(l)) if j != l && src.dims[j].stride == 1 => planes(k, out, &src, j, l),
-        _ => match partition_dim(out, &src) {
-            Some(d) => block_copy(k, out, &src, d),
-            None => copy(k, out, &src),
-        },
+        _ => mv(k, out, &src),
+    }
+}
+
+/// `out = src` (same dtype and shape): whole blocks over the best partition dimension when
+/// that needs fewer descriptors ([`block_copy`]), else `activation::copy`'s blocks.
+fn mv(k: &mut Kernel, out: &View, src: &View) -> Result<(), Error> {
+    match partition_dim(out, src) {
+        Some(d) => block_copy(k, out, src, d),
+        None => copy(k, out, src),
     }
 }
 
@@ -247,7 +253,7 @@ pub fn concat(k: &mut Kernel, out: &View, ins: &[&View], axis: usize) -> Result<
         ));
     }
     for (o, n, v) in parts {
-        copy(k, &out.slice(axis, o..o + n)?, v)?;
+        mv(k, &out.slice(axis, o..o + n)?, v)?;
     }
     Ok(())
 }
@@ -276,7 +282,7 @@ pub fn split(k: &mut Kernel, outs: &[&View], x: &View, axis: usize) -> Result<()
         if n > 0 {
             let src = x.slice(axis, off..off + n)?;
             same_dtype(f, x, "x", o)?;
-            copy(k, o, &src)?;
+            mv(k, o, &src)?;
         }
         off += n;
     }
@@ -338,7 +344,7 @@ fn reversed(
     rev: &[usize],
 ) -> Result<(), Error> {
     let Some((&d, rest)) = rev.split_first() else {
-        return copy(k, out, src);
+        return mv(k, out, src);
     };
     let (s, st) = spec[d];
     for i in 0..out.shape()[d] {
@@ -448,7 +454,7 @@ pub fn pad(
         for (d, &(lo, n, _)) in inner.iter().enumerate() {
             interior = interior.slice(d, lo..lo + n)?;
         }
-        copy(k, &interior, &src)?;
+        mv(k, &interior, &src)?;
     }
     // The border, dimension by dimension: earlier dimensions full, later ones interior.
     for d in 0..r {
@@ -597,7 +603,7 @@ pub fn gather_const(
         while e < idx.len() && idx[e] == idx[e - 1] + 1 {
             e += 1;
         }
-        copy(
+        mv(
             k,
             &out.slice(axis, o..e)?,
             &x.slice(axis, idx[o]..idx[o] + (e - o))?,
