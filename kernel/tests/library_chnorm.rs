@@ -170,3 +170,39 @@ fn layernorm_over_trailing_axes() {
     let e = chnorm::layernorm_axis(&mut k, &y, &x, 4, None, None, 1e-5).unwrap_err();
     assert!(e.message().contains("out of range"), "{}", e.message());
 }
+
+/// ONNX LayerNormalization's optional Mean and InvStdDev outputs: the row statistics the
+/// normalisation uses (`bn_stats` / `bn_aggr` mean bit for bit; `rsqrt` within 1 ULP).
+#[test]
+fn layernorm_mean_and_inv_std_outputs() {
+    let shape = [3usize, 4, 50];
+    let mut k = Kernel::new("ln_stats");
+    let x = k.input("x", DType::F32, &shape).unwrap();
+    let y = k.output("y", DType::F32, &shape).unwrap();
+    let m = k.output("m", DType::F32, &[3, 1, 1]).unwrap();
+    let s = k.output("s", DType::F32, &[3, 1, 1]).unwrap();
+    chnorm::layernorm_axis_stats(&mut k, &y, &x, 1, None, None, 1e-5, Some(&m), Some(&s)).unwrap();
+    let p = k.build().unwrap();
+    let xv = data(600, 12, 2.0, 0.5);
+    let (outs, _) = run(&p, &[("x", enc(DType::F32, &xv))]);
+    let (gm, gs) = (
+        dec(DType::F32, output(&outs, "m")),
+        dec(DType::F32, output(&outs, "s")),
+    );
+    for r in 0..3 {
+        let xs = &xv[r * 200..(r + 1) * 200];
+        let ev: Vec<f32> = xs.iter().step_by(2).copied().collect();
+        let od: Vec<f32> = xs.iter().skip(1).step_by(2).copied().collect();
+        let mut trip = moments(&ev).to_vec();
+        trip.extend(moments(&od));
+        let [mean, var] = aggregate(&trip);
+        assert_eq!(gm[r].to_bits(), mean.to_bits(), "mean[{r}]");
+        let want = 1.0 / (f64::from(var + 1e-5)).sqrt();
+        let ulp = f64::from(f32::EPSILON) * want;
+        assert!(
+            (f64::from(gs[r]) - want).abs() <= ulp,
+            "inv_std[{r}] {} vs {want}",
+            gs[r]
+        );
+    }
+}

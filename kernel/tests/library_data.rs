@@ -222,13 +222,19 @@ fn pad_modes() {
                     PadMode::Constant(_) => return None,
                     PadMode::Edge => i = i.clamp(0, n - 1),
                     PadMode::Reflect => i = if i < 0 { -i } else { 2 * (n - 1) - i },
+                    PadMode::Wrap => i = i.rem_euclid(n),
                 }
             }
             idx.push((i + crop) as usize);
         }
         Some((0, idx))
     };
-    for mode in [PadMode::Constant(2.5), PadMode::Edge, PadMode::Reflect] {
+    for mode in [
+        PadMode::Constant(2.5),
+        PadMode::Edge,
+        PadMode::Reflect,
+        PadMode::Wrap,
+    ] {
         check(
             DType::F32,
             &[&x],

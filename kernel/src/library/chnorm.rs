@@ -36,7 +36,6 @@ use nrt_core::{Error, err};
 use nrt_sim::engine::{ActFn, AluOp, DType};
 
 use super::nary::{Block, MapSpec, map};
-use super::norm::layernorm;
 use super::util::{P, blocks, float, hbm, hbm_out};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
@@ -358,6 +357,24 @@ pub fn layernorm_axis(
     beta: Option<&View>,
     eps: f32,
 ) -> Result<(), Error> {
+    layernorm_axis_stats(k, out, x, axis, gamma, beta, eps, None, None)
+}
+
+/// [`layernorm_axis`] with ONNX's optional `Mean` and `InvStdDev` outputs (`x`'s shape with
+/// the normalised dimensions 1, or any shape of one element per row; see
+/// [`norm::layernorm_stats`](super::norm::layernorm_stats)).
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_axis_stats(
+    k: &mut Kernel,
+    out: &View,
+    x: &View,
+    axis: isize,
+    gamma: Option<&View>,
+    beta: Option<&View>,
+    eps: f32,
+    mean: Option<&View>,
+    inv_std: Option<&View>,
+) -> Result<(), Error> {
     let f = "layernorm";
     let r = x.rank() as isize;
     let a = if axis < 0 { axis + r } else { axis };
@@ -387,5 +404,5 @@ pub fn layernorm_axis(
     }
     let g = gamma.map(|v| flat(v, "gamma", &[cols])).transpose()?;
     let b = beta.map(|v| flat(v, "beta", &[cols])).transpose()?;
-    layernorm(k, &o2, &x2, g.as_ref(), b.as_ref(), eps)
+    super::norm::layernorm_stats(k, &o2, &x2, g.as_ref(), b.as_ref(), eps, mean, inv_std)
 }

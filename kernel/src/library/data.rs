@@ -365,6 +365,9 @@ pub enum PadMode {
     Edge,
     /// Mirrored without repeating the edge (`[a b c]` padded by 2: `c b a b c b a`).
     Reflect,
+    /// Wrapped around (`[a b c]` padded by 2: `b c a b c a b`; ONNX opset 19 `wrap`); each
+    /// pad at most the size.
+    Wrap,
 }
 
 /// Fills `v` (an HBM view) with `value`: one memset tile stored over its blocks.
@@ -432,6 +435,7 @@ pub fn pad(
             PadMode::Constant(_) => false,
             PadMode::Edge => needs > 0 && n == 0,
             PadMode::Reflect => needs > 0 && needs >= n,
+            PadMode::Wrap => needs > n,
         };
         if bad {
             return Err(err!(
@@ -490,6 +494,18 @@ pub fn pad(
                     let e = lo + n - 1;
                     let s = slab.slice(d, e..=e)?.broadcast(d, hi)?;
                     copy(k, &slab.slice(d, lo + n..lo + n + hi)?, &s)?;
+                }
+            }
+            PadMode::Wrap => {
+                if lo > 0 {
+                    mv(k, &slab.slice(d, 0..lo)?, &slab.slice(d, n..lo + n)?)?;
+                }
+                if hi > 0 {
+                    mv(
+                        k,
+                        &slab.slice(d, lo + n..lo + n + hi)?,
+                        &slab.slice(d, lo..lo + hi)?,
+                    )?;
                 }
             }
             PadMode::Reflect => {
