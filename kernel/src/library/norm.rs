@@ -109,6 +109,7 @@ pub fn rmsnorm(
     norm(k, Kind::Rms, out, x, gamma, None, eps, [None, None])
 }
 
+#[allow(clippy::too_many_arguments)]
 fn norm(
     k: &mut Kernel,
     kind: Kind,
