@@ -417,3 +417,30 @@ fn mask_broadcast_fills_partitions() {
         assert!(same(got[i], want), "y[{i}]: {} vs {want}", got[i]);
     }
 }
+
+/// Rank-0 (scalar) operands and outputs, as ONNX graphs have them.
+#[test]
+fn scalars() {
+    let mut k = Kernel::new("scalars");
+    let a = k.input("a", DType::F32, &[]).unwrap();
+    let b = k.input("b", DType::F32, &[]).unwrap();
+    let v = k.input("v", DType::F32, &[3]).unwrap();
+    let y = k.output("y", DType::F32, &[]).unwrap();
+    let z = k.output("z", DType::F32, &[]).unwrap();
+    let w = k.output("w", DType::F32, &[3]).unwrap();
+    pointwise::binary_any(&mut k, &y, &a, &b, AluOp::Power).unwrap();
+    pointwise::unary(&mut k, &z, &a, Unary::Neg).unwrap();
+    pointwise::variadic(&mut k, &w, &[&v, &b], Variadic::Max).unwrap();
+    let p = k.build().unwrap();
+    let (outs, _) = run(
+        &p,
+        &[
+            ("a", enc(DType::F32, &[3.0])),
+            ("b", enc(DType::F32, &[2.0])),
+            ("v", enc(DType::F32, &[1.0, 5.0, -1.0])),
+        ],
+    );
+    assert_eq!(dec(DType::F32, output(&outs, "y")), [9.0]);
+    assert_eq!(dec(DType::F32, output(&outs, "z")), [-3.0]);
+    assert_eq!(dec(DType::F32, output(&outs, "w")), [2.0, 5.0, 2.0]);
+}

@@ -79,9 +79,9 @@ pub fn binary(k: &mut Kernel, out: &View, a: &View, b: &View, op: AluOp) -> Resu
     hbm(k, a, f, "a")?;
     hbm(k, b, f, "b")?;
     hbm_out(k, out, f, "out")?;
-    if op == AluOp::Power || [a, b, out].iter().any(|v| v.rank() > 4) {
-        // GpSimdE's power has no per-partition scalar form, and ranks above 4 need the
-        // general canonical tiling: both through `pointwise::binary_any`.
+    if op == AluOp::Power || [a, b, out].iter().any(|v| v.rank() > 4 || v.rank() == 0) {
+        // GpSimdE's power has no per-partition scalar form, and rank 0 or above 4 needs the
+        // general canonical tiling: through `pointwise::binary_any`.
         if broadcast_shape(&a.shape(), &b.shape()).as_deref() == Some(&out.shape()[..]) {
             return super::pointwise::binary_any(k, out, a, b, op);
         }
