@@ -33,12 +33,13 @@ fn dot(a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32, kd: usize) -> f32 {
 
 #[test]
 fn matmul_nd_broadcasts_batches_and_vectors() {
-    let cases: [(&[usize], &[usize], &[usize]); 5] = [
+    let cases: [(&[usize], &[usize], &[usize]); 6] = [
         (&[2, 1, 5, 130], &[3, 130, 7], &[2, 3, 5, 7]),
         (&[130], &[2, 130, 6], &[2, 6]),
         (&[4, 9, 20], &[20], &[4, 9]),
         (&[20], &[20], &[]),
         (&[3, 4, 9, 20], &[1, 20, 6], &[3, 4, 9, 6]),
+        (&[2, 3, 128, 64], &[1, 3, 64, 128], &[2, 3, 128, 128]),
     ];
     for (sa, sb, so) in cases {
         let mut k = Kernel::new("mm_nd");

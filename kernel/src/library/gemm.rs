@@ -29,10 +29,13 @@ use nrt_sim::engine::{AluOp, DType};
 
 use super::matmul::{Epilogue, FUSED_BIAS_COLS, MatmulOpts, matmul, matmul_fused};
 use super::nary::{Block, MapSpec, map};
-use super::util::{hbm, hbm_out};
+use super::util::{P, hbm, hbm_out};
+use crate::handle::Memory;
 use crate::kernel::Kernel;
+use crate::ops::{DmaCopy, DmaTranspose, NcMatmul, TensorCopy};
 use crate::ops::{ScalarTensorTensor, TensorScalarChain, TensorTensor};
 use crate::view::{Dim, View};
+use nrt_sim::engine::EngineId;
 
 /// `v` with a size-1 dimension inserted at `at`.
 fn unsqueeze(v: &View, at: usize) -> View {
@@ -113,7 +116,8 @@ pub fn matmul_nd(k: &mut Kernel, out: &View, a: &View, b: &View) -> Result<(), E
             }
         }
     }
-    for idx in 0..batch.iter().product::<usize>() {
+    let mut jobs = Vec::with_capacity(bsize);
+    for idx in 0..bsize {
         let mut rest = idx;
         let mut at = vec![0; nb];
         for d in (0..nb).rev() {
@@ -133,9 +137,64 @@ pub fn matmul_nd(k: &mut Kernel, out: &View, a: &View, b: &View) -> Result<(), E
         for &i in &at {
             ov = ov.select(0, i)?;
         }
-        matmul(k, &ov, &pick(&a2)?, &pick(&b2)?, &MatmulOpts::default())?;
+        jobs.push((ov, pick(&a2)?, pick(&b2)?));
+    }
+    if m <= P && kd <= P && n <= 512 && jobs.len() > 1 && a.dtype() == b.dtype() {
+        return small_batches(k, &jobs);
+    }
+    for (ov, av, bv) in &jobs {
+        matmul(k, ov, av, bv, &MatmulOpts::default())?;
     }
     Ok(())
+}
+
+/// Batches of one tile each (`M, K ≤ 128`, `N ≤ 512`: attention's per-head products) in one
+/// pipeline: per batch a transposing load of `a`, a load of `b`, one matmul into PSUM, the
+/// evacuation (VectorE and ScalarE in turn) and a store, through pools of three so the
+/// batches overlap. The same sums as [`matmul`] (one K tile: from +0 in order).
+fn small_batches(k: &mut Kernel, jobs: &[(View, View, View)]) -> Result<(), Error> {
+    let f = "matmul_nd";
+    let (o0, a0, b0) = &jobs[0];
+    for (v, role) in [(a0, "a"), (b0, "b"), (o0, "out")] {
+        super::util::float(v, f, role)?;
+    }
+    let (m, kd) = (a0.shape()[0], a0.shape()[1]);
+    let n = b0.shape()[1];
+    let dt = a0.dtype();
+    k.scope(|k| {
+        let mut at = k.tile_pool("mmb_aT", Memory::Sbuf, dt, &[kd, m], 3)?;
+        let mut bt = k.tile_pool("mmb_b", Memory::Sbuf, dt, &[kd, n], 3)?;
+        let mut ps = k.tile_pool("mmb_psum", Memory::Psum, DType::F32, &[m, n], 2)?;
+        let mut ot = k.tile_pool("mmb_out", Memory::Sbuf, o0.dtype(), &[m, n], 3)?;
+        for (i, (ov, av, bv)) in jobs.iter().enumerate() {
+            let a_t = at.next(k)?;
+            k.emit(DmaTranspose::new(&a_t, av))?;
+            let b_t = bt.next(k)?;
+            k.emit(DmaCopy::new(&b_t, bv))?;
+            let acc = ps.next(k)?;
+            k.emit(NcMatmul {
+                dst: &acc,
+                stationary: &a_t,
+                moving: &b_t,
+                accumulate: Some(false),
+            })?;
+            let o = ot.next(k)?;
+            k.emit(TensorCopy {
+                dst: &o,
+                src: &acc,
+                engine: Some(if i % 2 == 0 {
+                    EngineId::Vector
+                } else {
+                    EngineId::Scalar
+                }),
+            })?;
+            k.emit(DmaCopy::new(ov, &o))?;
+        }
+        for p in [at, bt, ps, ot] {
+            p.free(k)?;
+        }
+        Ok(())
+    })
 }
 
 /// Options of [`gemm`] (ONNX `Gemm`'s attributes).
