@@ -44,12 +44,12 @@
 //! `NRT_RESOURCE`.
 
 use nrt_core::{Error, err};
-use nrt_sim::engine::{DType, EngineId, Program};
+use nrt_sim::engine::{ActFn, AluOp, DType, EngineId, Program};
 
 use super::util::{P, blocks, build_with, float, hbm, hbm_out, release};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
-use crate::ops::{DmaCopy, DmaTranspose, NcMatmul, TensorCopy};
+use crate::ops::{ActBias, DmaCopy, DmaTranspose, NcMatmul, TensorCopy};
 use crate::view::View;
 
 /// Columns of `out` per PSUM tile (one 2 KiB bank of fp32).
@@ -65,6 +65,9 @@ pub struct MatmulOpts {
     /// `a` is given as `aᵀ`, `[K, M]` (NKI's `lhsT` layout): loaded by plain copies instead of
     /// transposing DMAs.
     pub a_transposed: bool,
+    /// `b` is given as `bᵀ`, `[N, K]` (ONNX `Gemm`'s `transB`, a PyTorch `Linear` weight):
+    /// loaded by transposing DMAs instead of plain copies.
+    pub b_transposed: bool,
     /// Which schedule (see the module documentation).
     pub schedule: Schedule,
 }
@@ -91,6 +94,20 @@ pub fn matmul(
     b: &View,
     opts: &MatmulOpts,
 ) -> Result<(), Error> {
+    matmul_with(k, out, a, b, opts, None, None)
+}
+
+/// [`matmul`] with an epilogue: `bias` an SBUF fp32 tile `[min(M, 128), N]` (the bias row on
+/// every partition), `act` a function applied last.
+fn matmul_with(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    bias: Option<View>,
+    act: Option<ActFn>,
+) -> Result<(), Error> {
     let f = "matmul";
     hbm(k, a, f, "a")?;
     hbm(k, b, f, "b")?;
@@ -115,10 +132,15 @@ pub fn matmul(
     } else {
         (sa[0], sa[1])
     };
-    if sb[0] != kd || so != [m, sb[1]] {
+    let (bk, n) = if opts.b_transposed {
+        (sb[1], sb[0])
+    } else {
+        (sb[0], sb[1])
+    };
+    if bk != kd || so != [m, n] {
         return Err(err!(
             Invalid,
-            "{f}: shapes do not chain: a {} ({}), b {}, out {} (want b [{kd}, N], out [{m}, N])",
+            "{f}: shapes do not chain: a {} ({}), b {}, out {} (want b {}, out [{m}, N])",
             a.describe(),
             if opts.a_transposed {
                 "[K, M]"
@@ -126,10 +148,14 @@ pub fn matmul(
                 "[M, K]"
             },
             b.describe(),
-            out.describe()
+            out.describe(),
+            if opts.b_transposed {
+                format!("[N, {kd}]")
+            } else {
+                format!("[{kd}, N]")
+            },
         ));
     }
-    let n = sb[1];
     let kt = kd.div_ceil(P);
     let (ds, nt) = (a.dtype().size(), N_TILE.min(n));
     // The widest block of b (columns) the resident schedule can double-buffer.
@@ -151,12 +177,95 @@ pub fn matmul(
         kt,
         nt,
         bw: bw.unwrap_or(nt),
+        bias,
+        act,
     };
+    run(k, out, a, b, opts, g, resident)
+}
+
+fn run(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    g: Geometry,
+    resident: bool,
+) -> Result<(), Error> {
     if resident {
         k.scope(|k| resident_a(k, out, a, b, opts, &g))
     } else {
         streamed(k, out, a, b, opts, &g)
     }
+}
+
+/// What [`matmul_fused`] applies to each output tile as it leaves PSUM.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Epilogue<'a> {
+    /// `[N]` (any float dtype), added to every row.
+    pub bias: Option<&'a View>,
+    /// Applied last (ScalarE).
+    pub act: Option<ActFn>,
+}
+
+/// Most columns whose bias row is kept on every partition (fp32, 16 KiB per partition).
+pub const FUSED_BIAS_COLS: usize = 4096;
+
+/// Emits `out = act(a · b + bias)` — a `Linear` layer, ONNX's `MatMul` + `Add` (+ an
+/// activation) — with the bias and the activation applied as each tile is evacuated from
+/// PSUM (no extra pass over `out`): VectorE `fl(acc + bias)` into `out`'s dtype, then
+/// ScalarE `act` in place (with no bias, ScalarE applies `act` to the fp32 sum directly).
+/// With an fp32 `out` the result equals [`matmul`] followed by the broadcasting add and the
+/// [`activation`](super::activation::activation), bit for bit. Beyond
+/// [`FUSED_BIAS_COLS`] columns the bias and activation are applied by those separate passes.
+pub fn matmul_fused(
+    k: &mut Kernel,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    epi: &Epilogue<'_>,
+) -> Result<(), Error> {
+    let f = "matmul";
+    let n = out.shape().get(1).copied().unwrap_or(0);
+    if let Some(bias) = epi.bias {
+        hbm(k, bias, f, "bias")?;
+        float(bias, f, "bias")?;
+        if bias.shape() != [n] {
+            return Err(err!(
+                Invalid,
+                "{f}: bias {} must be [{n}] (out {}'s columns)",
+                bias.describe(),
+                out.describe()
+            ));
+        }
+    }
+    if epi.bias.is_none() && epi.act.is_none() {
+        return matmul(k, out, a, b, opts);
+    }
+    if n > FUSED_BIAS_COLS {
+        matmul(k, out, a, b, opts)?;
+        if let Some(bias) = epi.bias {
+            super::pointwise::binary_any(k, out, out, bias, AluOp::Add)?;
+        }
+        if let Some(act) = epi.act {
+            super::activation::activation(k, out, out, act)?;
+        }
+        return Ok(());
+    }
+    // The plain matmul's checks and schedule, with the epilogue added.
+    k.scope(|k| {
+        let mp = P.min(out.shape().first().copied().unwrap_or(1).max(1));
+        let bias = match epi.bias {
+            Some(bv) => {
+                let t = k.sbuf_tile("mm_bias", DType::F32, &[mp, n.max(1)])?;
+                k.emit(DmaCopy::new(&t, &bv.reshape(&[1, n])?.broadcast(0, mp)?))?;
+                Some(t.view().clone())
+            }
+            None => None,
+        };
+        matmul_with(k, out, a, b, opts, bias, epi.act)
+    })
 }
 
 /// Sizes of one matmul.
@@ -168,6 +277,10 @@ struct Geometry {
     nt: usize,
     /// Columns of `b` per resident block (a multiple of [`N_TILE`], or N).
     bw: usize,
+    /// The epilogue's bias row on every partition (fp32 `[min(M, 128), N]`).
+    bias: Option<View>,
+    /// The epilogue's activation.
+    act: Option<ActFn>,
 }
 
 /// Loads `aᵀ[k0..k0 + kn, m0..m0 + mn]` into `dst` `[kn, mn]`.
@@ -191,20 +304,61 @@ fn load_a_t(
     }
 }
 
+/// Loads `b[k0..k0 + kn, n0..n0 + nn]` into `dst` `[kn, nn]` (from `bᵀ` by a transposing
+/// DMA when `b` is given transposed).
+#[allow(clippy::too_many_arguments)]
+fn load_b(
+    k: &mut Kernel,
+    dst: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    k0: usize,
+    kn: usize,
+    n0: usize,
+    nn: usize,
+) -> Result<(), Error> {
+    if opts.b_transposed {
+        let src = b.slice(0, n0..n0 + nn)?.slice(1, k0..k0 + kn)?;
+        k.emit(DmaTranspose::new(dst, &src))
+    } else {
+        let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
+        k.emit(DmaCopy::new(dst, &src))
+    }
+}
+
 /// Copies the PSUM tile `acc` to `dst` (an SBUF view in `out`'s dtype), VectorE and ScalarE
 /// in turn.
-fn copy_out(k: &mut Kernel, turn: &mut usize, dst: &View, acc: &View) -> Result<(), Error> {
+fn copy_out(
+    k: &mut Kernel,
+    turn: &mut usize,
+    dst: &View,
+    acc: &View,
+    g: &Geometry,
+    col0: usize,
+) -> Result<(), Error> {
     let engine = if *turn % 2 == 0 {
         EngineId::Vector
     } else {
         EngineId::Scalar
     };
     *turn += 1;
-    k.emit(TensorCopy {
-        dst,
-        src: acc,
-        engine: Some(engine),
-    })
+    match (&g.bias, g.act) {
+        (None, None) => k.emit(TensorCopy {
+            dst,
+            src: acc,
+            engine: Some(engine),
+        }),
+        (None, Some(act)) => k.activation(dst, act, acc, ActBias::None, 1.0),
+        (Some(bias), act) => {
+            let (mn, nn) = (dst.partitions(), dst.free_elems());
+            let bv = bias.slice(0, 0..mn)?.slice(1, col0..col0 + nn)?;
+            k.tensor_tensor(dst, acc, &bv, AluOp::Add)?;
+            match act {
+                Some(act) => k.activation(dst, act, dst, ActBias::None, 1.0),
+                None => Ok(()),
+            }
+        }
+    }
 }
 
 /// `aᵀ` resident for all of M, loaded once; `b` in blocks of all K rows × 512 columns, each
@@ -244,8 +398,7 @@ fn resident_a(
                 b_t.slice(0, 0..kn)?.select(1, i)?.slice(1, c0..c0 + cn)
             };
             for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
-                let src = b.slice(0, k0..k0 + kn)?.slice(1, w0..w0 + wn)?;
-                k.emit(DmaCopy::new(&moving(i, kn, 0, wn)?, &src))?;
+                load_b(k, &moving(i, kn, 0, wn)?, b, opts, k0, kn, w0, wn)?;
             }
             for (m0, mn) in blocks(g.m, P) {
                 // Evacuate each PSUM tile into one output tile as wide as the block: one
@@ -263,7 +416,7 @@ fn resident_a(
                         })?;
                     }
                     let ov = o.slice(0, 0..mn)?.slice(1, c0..c0 + nn)?;
-                    copy_out(k, &mut turn, &ov, &acc)?;
+                    copy_out(k, &mut turn, &ov, &acc, g, w0 + c0)?;
                 }
                 let ov = o.slice(0, 0..mn)?.slice(1, 0..wn)?;
                 let dst = out.slice(0, m0..m0 + mn)?.slice(1, w0..w0 + wn)?;
@@ -357,8 +510,7 @@ fn streamed(
                 let ktile = |k: &mut Kernel, i: usize, kn: usize, buf: usize| {
                     let k0 = i * P;
                     let bv = b_t[buf].slice(0, 0..kn)?.slice(1, 0..nn)?;
-                    let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
-                    k.emit(DmaCopy::new(&bv, &src))?;
+                    load_b(k, &bv, b, opts, k0, kn, n0, nn)?;
                     for (t, &(mo, mn)) in row_tiles.iter().enumerate() {
                         k.emit(NcMatmul {
                             dst: &acc_t[t].slice(0, 0..mn)?.slice(1, 0..nn)?,
@@ -383,16 +535,8 @@ fn streamed(
                 for (t, &(mo, mn)) in row_tiles.iter().enumerate() {
                     let acc = acc_t[t].slice(0, 0..mn)?.slice(1, 0..nn)?;
                     let ov = o_t[t].slice(0, 0..mn)?.slice(1, 0..nn)?;
-                    let engine = if t % 2 == 0 {
-                        EngineId::Vector
-                    } else {
-                        EngineId::Scalar
-                    };
-                    k.emit(TensorCopy {
-                        dst: &ov,
-                        src: &acc,
-                        engine: Some(engine),
-                    })?;
+                    let mut turn = t;
+                    copy_out(k, &mut turn, &ov, &acc, g, n0)?;
                     let dst = out.slice(0, m0 + mo..m0 + mo + mn)?.slice(1, n0..n0 + nn)?;
                     k.emit(DmaCopy::new(&dst, &ov))?;
                 }
@@ -409,7 +553,8 @@ fn streamed(
 }
 
 /// A kernel `matmul` with inputs `a` `[m, kd]` (`[kd, m]` with `opts.a_transposed`) and `b`
-/// `[kd, n]` of `dtype`, and output `out` `[m, n]` of `out_dtype`.
+/// `[kd, n]` (`[n, kd]` with `opts.b_transposed`) of `dtype`, and output `out` `[m, n]` of
+/// `out_dtype`.
 pub fn build(
     m: usize,
     kd: usize,
@@ -419,9 +564,10 @@ pub fn build(
     opts: &MatmulOpts,
 ) -> Result<Program, Error> {
     let a_shape = if opts.a_transposed { [kd, m] } else { [m, kd] };
+    let b_shape = if opts.b_transposed { [n, kd] } else { [kd, n] };
     build_with(
         "matmul",
-        &[("a", dtype, &a_shape), ("b", dtype, &[kd, n])],
+        &[("a", dtype, &a_shape), ("b", dtype, &b_shape)],
         ("out", out_dtype, &[m, n]),
         |k, o, ins| matmul(k, o, &ins[0], &ins[1], opts),
     )

@@ -76,7 +76,25 @@ pub fn layernorm(
     beta: Option<&View>,
     eps: f32,
 ) -> Result<(), Error> {
-    norm(k, Kind::Layer, out, x, gamma, beta, eps)
+    norm(k, Kind::Layer, out, x, gamma, beta, eps, [None, None])
+}
+
+/// [`layernorm`] that also stores each row's mean and `rsqrt(var + eps)` (ONNX
+/// `LayerNormalization`'s optional `Mean` and `InvStdDev` outputs): `stats` views of `rows`
+/// elements each (any shape, contiguous; any float dtype), written from the fp32 values the
+/// normalisation uses.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_stats(
+    k: &mut Kernel,
+    out: &View,
+    x: &View,
+    gamma: Option<&View>,
+    beta: Option<&View>,
+    eps: f32,
+    mean: Option<&View>,
+    inv_std: Option<&View>,
+) -> Result<(), Error> {
+    norm(k, Kind::Layer, out, x, gamma, beta, eps, [mean, inv_std])
 }
 
 /// Emits `out = x · rsqrt(mean(x²) + eps) · gamma` over the last axis (see the module
@@ -88,9 +106,10 @@ pub fn rmsnorm(
     gamma: Option<&View>,
     eps: f32,
 ) -> Result<(), Error> {
-    norm(k, Kind::Rms, out, x, gamma, None, eps)
+    norm(k, Kind::Rms, out, x, gamma, None, eps, [None, None])
 }
 
+#[allow(clippy::too_many_arguments)]
 fn norm(
     k: &mut Kernel,
     kind: Kind,
@@ -99,6 +118,7 @@ fn norm(
     gamma: Option<&View>,
     beta: Option<&View>,
     eps: f32,
+    stats: [Option<&View>; 2],
 ) -> Result<(), Error> {
     let f = match kind {
         Kind::Layer => "layernorm",
@@ -118,6 +138,22 @@ fn norm(
     }
     let (xr, or) = (as_rows(x, f, "x")?, as_rows(out, f, "out")?);
     let (r, c) = (xr.shape()[0], xr.shape()[1]);
+    let mut stat_rows: [Option<View>; 2] = [None, None];
+    for (i, (v, role)) in stats.iter().zip(["mean", "inv_std"]).enumerate() {
+        if let Some(v) = v {
+            hbm_out(k, v, f, role)?;
+            float(v, f, role)?;
+            let rows = v.reshape(&[r, 1]).map_err(|e| {
+                err!(
+                    Invalid,
+                    "{f}: {role} {} must hold one element per row ({r}): {}",
+                    v.describe(),
+                    e.message()
+                )
+            })?;
+            stat_rows[i] = Some(rows);
+        }
+    }
     for (v, role) in [(gamma, "gamma"), (beta, "beta")] {
         if let Some(v) = v {
             hbm(k, v, f, role)?;
@@ -208,6 +244,11 @@ fn norm(
                             bias: ActBias::Scalar(eps),
                             ..Activation::new(&rstd, ActFn::Rsqrt, &var)
                         })?;
+                        for (dst, v) in stat_rows.iter().zip([&mean, &rstd]) {
+                            if let Some(dst) = dst {
+                                k.emit(DmaCopy::new(&dst.slice(0, r0..r0 + rn)?, v))?;
+                            }
+                        }
                         // The last step writes out's tile.
                         let last = |i: usize| if i == 0 { &ov } else { &xv };
                         let steps = usize::from(gv.is_some()) + usize::from(bv.is_some());
