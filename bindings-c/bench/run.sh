@@ -9,6 +9,8 @@
 #   count2shared  the same, 2 threads on one shared model     target: ≥ 3×
 #   execute       nrt_execute of a model without a program through the C ABI, against the
 #                 Rust-level Runtime::execute of the same model   target: C ≤ 1.5× Rust's time
+#                 (both loops timed in thread CPU time, so descheduling on a shared machine
+#                 does not count; the count scenarios use wall time: they measure scaling)
 #
 # Prints the figures and the load average, and exits non-zero when a target is missed.
 #   bindings-c/bench/run.sh            (ITERS=5000000 ROUNDS=3 by default)

@@ -1,25 +1,31 @@
 //! Tensor sets: `nrt_allocate_tensor_set`, `nrt_destroy_tensor_set`, adding and getting tensors.
 //!
-//! # Reading a set costs no read-modify-write
+//! # Reading a set writes nothing shared
 //!
-//! An execution reads its two sets; a set changes only when the application adds a tensor. So a
-//! set's contents are immutable **versions**, each a value of a second registry ([`versions`]),
-//! and the set holds the handle of its current one. A reader resolves the set, loads that
-//! handle and resolves the version: registry resolutions, which count the reference in the
-//! thread's own reader row (a plain load and store) — no lock word is written, as a read lock
-//! would. A writer (serialised per set by a mutex readers never touch) copies the current
-//! version, changes the copy, registers it, publishes its handle and then erases the old
-//! version, waiting for the readers that still hold it (the registry's drain): a reader that
-//! loaded the old handle just before the switch misses it and loads the new one. Adding a
-//! tensor therefore copies the set (its names and tensor references) and runs the registry's
-//! drain barrier: it costs microseconds where an execution saves a few nanoseconds, the trade
-//! an application that builds its sets once and executes many times wants.
+//! An execution reads its two sets; a set changes only when the application adds a tensor. A
+//! reader takes the set's registry reference (counted in the thread's own reader row: a plain
+//! load and store) and then checks the set's `writing` flag; if it is clear, the contents stay
+//! unchanged for as long as the reference is held. A writer (serialised per set by a mutex
+//! readers never touch) raises the flag and waits until its own reference is the only one left;
+//! it then changes the contents in place and lowers the flag. A reader that finds the flag
+//! raised drops its reference and tries again.
+//!
+//! Why it is sound: the same store-buffering pattern as the registry's erase and drain. The
+//! reader increments its counter, passes the registry's fence (or, with the process-wide
+//! barrier, a compiler fence) and then loads the flag; the writer stores the flag and then sums
+//! the counters behind the registry's fence (or barrier), in [`Ref::references`]. So either the
+//! reader sees the flag and backs off, or the writer sees the reader's reference and waits for
+//! its release (a Release store that the sum's Acquire loads observe). No reader lock word is
+//! written, as a read lock would; a write costs the barrier (microseconds), the trade an
+//! application that builds its sets once and executes many times wants.
 
+use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, TryLockError};
 
-use nrt_core::registry::{Handle, ReaderId, Ref, Registry};
+use nrt_core::registry::{ReaderId, Ref};
 use nrt_core::tensor::TensorSet;
 use nrt_core::{Error, err};
 
@@ -27,9 +33,9 @@ use crate::handles::Handles;
 use crate::tensor::tensor_of;
 use crate::{cstr, invalid, out, put, rt};
 
-/// One version of a set's contents: the tensors (each holding its storage) and the C handle
-/// each was added under (what `nrt_get_tensor_from_tensor_set` returns).
-#[derive(Clone, Default)]
+/// A set's contents: the tensors (each holding its storage) and the C handle each was added
+/// under (what `nrt_get_tensor_from_tensor_set` returns).
+#[derive(Default)]
 struct Contents {
     set: TensorSet<'static>,
     ids: Vec<(String, usize)>,
@@ -37,55 +43,27 @@ struct Contents {
 
 /// A tensor set behind a C handle.
 pub(crate) struct CSet {
-    /// The current version ([`Handle::to_raw`] of a [`versions`] value).
-    current: AtomicU64,
+    /// Raised by a writer for the time it changes `contents` (see the module documentation).
+    writing: AtomicBool,
     /// Serialises writers; readers never take it.
     writer: Mutex<()>,
+    contents: UnsafeCell<Contents>,
 }
 
-impl CSet {
-    /// A set whose current version is `contents`.
-    fn new(contents: Contents) -> Result<Self, Error> {
-        Ok(Self {
-            current: AtomicU64::new(register(contents)?.to_raw()),
-            writer: Mutex::new(()),
-        })
-    }
+// SAFETY: `contents` is read only through a `SetRead` (a reference taken while `writing` was
+// clear, which keeps any writer waiting) and written only by the writer that raised `writing`
+// and saw no other reference (module documentation).
+unsafe impl Sync for CSet {}
 
-    /// The current version, referenced for as long as the result lives.
-    #[inline]
-    fn contents(&self, reader: ReaderId) -> Ref<'static, Contents> {
-        loop {
-            let h = Handle::from_raw(self.current.load(Ordering::Acquire));
-            if let Some(r) = versions().resolve(h, reader) {
-                return r;
-            }
-            // A writer erased that version after publishing its successor: load again.
-            std::hint::spin_loop();
-        }
-    }
+/// A set referenced for reading: its contents cannot change while this lives.
+struct SetRead(Ref<'static, CSet>);
 
-    /// Replaces the contents with `f` applied to a copy of them (see the module documentation).
-    fn update<R>(&self, f: impl FnOnce(&mut Contents) -> R) -> Result<R, Error> {
-        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let old = self.contents(nrt_host::reader_id());
-        let mut next = (*old).clone();
-        let r = f(&mut next);
-        self.current
-            .store(register(next)?.to_raw(), Ordering::Release);
-        retire(old);
-        Ok(r)
-    }
-}
-
-impl Drop for CSet {
-    /// Frees the current version. The set was removed from its registry and drained, so no
-    /// reader holds a version of it (readers resolve the set first and hold it throughout).
-    fn drop(&mut self) {
-        let h = Handle::from_raw(*self.current.get_mut());
-        if let Some(r) = versions().resolve(h, nrt_host::reader_id()) {
-            retire(r);
-        }
+impl Deref for SetRead {
+    type Target = Contents;
+    fn deref(&self) -> &Contents {
+        // SAFETY: the reference was taken while no writer was active, and a writer waits for
+        // every reference (module documentation).
+        unsafe { &*self.0.contents.get() }
     }
 }
 
@@ -97,34 +75,51 @@ fn sets() -> &'static Handles<CSet> {
     S.get_or_init(|| Handles::new(MAX_SETS, 2, "tensor set"))
 }
 
-/// The versions of every set's contents: one per set, plus one per update in progress (writers
-/// of one set are serialised, and each retires the version it replaced before it returns).
-fn versions() -> &'static Registry<Contents> {
-    static V: OnceLock<Registry<Contents>> = OnceLock::new();
-    V.get_or_init(|| Registry::with_heavy_barrier(2 * MAX_SETS, nrt_host::heavy_barrier()))
-}
-
-fn register(contents: Contents) -> Result<Handle, Error> {
-    versions().insert(contents).map_err(|_| {
-        err!(
-            Resource,
-            "Too many tensor sets: no room for a set's contents"
-        )
-    })
-}
-
-/// Erases a version, waits until no reader holds it, and frees it.
-fn retire(version: Ref<'static, Contents>) {
-    // Only the set's writer (under its mutex) or its last owner erases a version, so the
-    // erase cannot lose a race; were it to, the version would stay registered, not be freed
-    // under a reader.
-    if let Ok(erased) = version.erase() {
-        drop(erased.wait(|_| std::thread::yield_now()).take());
+/// The set of `p`, for reading: `NRT_INVALID` for NULL, `NRT_INVALID_HANDLE` (logged by the
+/// caller) for anything that is not a live set.
+#[inline]
+fn read_set(p: *const c_void, reader: ReaderId) -> Result<SetRead, Error> {
+    loop {
+        let r = match sets().try_resolve_as(p, reader) {
+            Some(r) => r,
+            // Not live now: `resolve` says why (or, if it became live meanwhile, go on).
+            None => sets().resolve(p)?,
+        };
+        if !r.writing.load(Ordering::Acquire) {
+            return Ok(SetRead(r));
+        }
+        // A writer is active: let it finish.
+        drop(r);
+        std::thread::yield_now();
     }
 }
 
-fn set_of(p: *const c_void) -> Result<Ref<'static, CSet>, Error> {
-    sets().resolve(p)
+/// Changes the contents of the set of `p` with `f` (see the module documentation).
+fn update<R>(p: *const c_void, f: impl FnOnce(&mut Contents) -> R) -> Result<R, Error> {
+    loop {
+        let r = sets().resolve(p)?;
+        // A writer blocked on the mutex while holding a reference would keep the active writer
+        // waiting for it: so wait without a reference.
+        if let Some(_guard) = match r.writer.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        } {
+            r.writing.store(true, Ordering::SeqCst);
+            // Our own reference is the one left when every reader has gone.
+            while r.references() > 1 {
+                std::thread::yield_now();
+            }
+            // SAFETY: `writing` is raised and no other reference is held: no reader sees the
+            // contents until it is lowered (module documentation), and other writers wait on
+            // the mutex we hold.
+            let out = f(unsafe { &mut *r.contents.get() });
+            r.writing.store(false, Ordering::Release);
+            return Ok(out);
+        }
+        drop(r);
+        std::thread::yield_now();
+    }
 }
 
 /// `nrt_allocate_tensor_set`.
@@ -137,7 +132,11 @@ pub unsafe extern "C" fn nrt_allocate_tensor_set(result: *mut *mut c_void) -> u3
     api!("nrt_allocate_tensor_set", {
         rt().guard()?;
         let slot = out(result, "tensor set")?;
-        let h = sets().insert(CSet::new(Contents::default())?)?;
+        let h = sets().insert(CSet {
+            writing: AtomicBool::new(false),
+            writer: Mutex::new(()),
+            contents: UnsafeCell::new(Contents::default()),
+        })?;
         // SAFETY: checked non-NULL.
         unsafe { put(slot, h) };
         Ok(())
@@ -186,8 +185,7 @@ pub unsafe extern "C" fn nrt_add_tensor_to_tensor_set(
             return Err(invalid("tensor name"));
         };
         let t = tensor_of(tensor)?.get().clone();
-        let set = set_of(tensor_set)?;
-        set.update(|s| {
+        update(tensor_set, |s| {
             s.set.add(&name, t);
             match s.ids.iter_mut().find(|(n, _)| *n == *name) {
                 Some(e) => e.1 = tensor as usize,
@@ -215,8 +213,7 @@ pub unsafe extern "C" fn nrt_get_tensor_from_tensor_set(
         let Some(name) = (unsafe { cstr(name) }) else {
             return Err(invalid("tensor name"));
         };
-        let set = set_of(tensor_set)?;
-        let s = set.contents(nrt_host::reader_id());
+        let s = read_set(tensor_set, nrt_host::reader_id())?;
         match s.ids.iter().find(|(n, _)| *n == *name) {
             Some((_, h)) => {
                 // SAFETY: checked non-NULL.
@@ -237,15 +234,6 @@ pub(crate) fn with_sets<R>(
     f: impl FnOnce(&TensorSet<'static>, &TensorSet<'static>) -> Result<R, Error>,
 ) -> Result<R, Error> {
     let reader = nrt_host::reader_id();
-    // Resolve without building an error; on a miss, `set_of` says why.
-    let i = match sets().try_resolve_as(input, reader) {
-        Some(r) => r,
-        None => set_of(input)?,
-    };
-    let o = match sets().try_resolve_as(output, reader) {
-        Some(r) => r,
-        None => set_of(output)?,
-    };
-    let (ic, oc) = (i.contents(reader), o.contents(reader));
-    f(&ic.set, &oc.set)
+    let (i, o) = (read_set(input, reader)?, read_set(output, reader)?);
+    f(&i.set, &o.set)
 }
