@@ -1,0 +1,40 @@
+//! ONNX import for nrt-rs: parse a model ([`import`]), infer its shapes and fold its
+//! constants for given input shapes, and lower every remaining node to `nrt-kernel` library
+//! calls in one kernel ([`compile`]), whose program runs on the simulator. See
+//! docs/ONNX.md for the supported operators and how the pieces fit.
+
+mod analyze;
+mod error;
+mod fold;
+mod graph;
+mod lower;
+mod lower_ops;
+mod ops;
+mod ops_nn;
+mod plan;
+pub mod proto;
+mod tensor;
+
+use std::collections::HashMap;
+
+pub use error::{Error, Result, SUPPORTED_LIST};
+pub use graph::{Attr, Dim, Model, Node, ValueDecl, import};
+pub use lower::{Io, Lowered, NodeInfo, Precision};
+pub use tensor::{Data, Elem, HostTensor};
+
+/// Compiles `model` for the given input shapes (name → shape; inputs not named take their
+/// declared, fixed shapes) into one kernel program.
+pub fn compile(
+    model: &Model,
+    shapes: &HashMap<String, Vec<usize>>,
+    precision: Precision,
+) -> Result<Lowered> {
+    let an = analyze::analyze(model, shapes)?;
+    lower::lower(model, &an, precision)
+}
+
+/// Imports and compiles model bytes (what a fuzzer drives): never panics.
+pub fn import_and_compile(bytes: &[u8], precision: Precision) -> Result<Lowered> {
+    let m = import(bytes)?;
+    compile(&m, &HashMap::new(), precision)
+}
