@@ -136,7 +136,12 @@ fn bench_on(
 
 pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
     let chosen = choose(a.target.backend, a.target.instance, None, Reports::Counters)?;
-    let model = load_model(&a.model)?;
+    let (model, imported) = if crate::onnx::is_onnx(&a.model) {
+        let (m, i) = crate::onnx::load(&a.model, &a.input, a.dtype)?;
+        (m, Some(i))
+    } else {
+        (load_model(&a.model)?, None)
+    };
     let inputs = gather_inputs(&model, &a.input)?;
     let hint = chosen.lnc_hint(&model);
     let rt = Runtime::with_host(chosen.open(), CliHost::new());
@@ -151,7 +156,7 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
     let mut r = Report::new();
     r.field("model", model_line(&model));
     r.field("backend", chosen.line(res.vnc));
-    inputs_table(&mut r, &inputs);
+    inputs_table(&mut r, &inputs, imported.is_some());
     r.field(
         "runs",
         format!(

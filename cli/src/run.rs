@@ -263,7 +263,11 @@ pub(crate) fn model_line(model: &Model) -> String {
 }
 
 /// The input table of a summary.
-pub(crate) fn inputs_table(r: &mut Report, inputs: &[(TensorInfo, Vec<u8>, InputSource)]) {
+pub(crate) fn inputs_table(
+    r: &mut Report,
+    inputs: &[(TensorInfo, Vec<u8>, InputSource)],
+    onnx: bool,
+) {
     if inputs.is_empty() {
         r.field("inputs", "none");
         return;
@@ -278,6 +282,9 @@ pub(crate) fn inputs_table(r: &mut Report, inputs: &[(TensorInfo, Vec<u8>, Input
                 shape_str(&t.shape),
                 match src {
                     InputSource::File(f) => format!("from {f}"),
+                    InputSource::Sample if onnx => {
+                        "not given: seeded random data, uniform in [-1, 1)".into()
+                    }
                     InputSource::Sample => "sample data from the spec".into(),
                     InputSource::Zero => "not given: zero-filled".into(),
                 },
@@ -295,7 +302,7 @@ fn write_outputs(dir: &Path, outputs: &[(TensorInfo, Vec<u8>)]) -> Result<Vec<St
             .name
             .chars()
             .map(|c| {
-                if c.is_alphanumeric() || "-_.".contains(c) {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
                     c
                 } else {
                     '_'
@@ -362,7 +369,12 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
         Reports::Counters
     };
     let chosen = choose(a.target.backend, a.target.instance, None, reports)?;
-    let model = load_model(&a.model)?;
+    let (model, imported) = if crate::onnx::is_onnx(&a.model) {
+        let (m, i) = crate::onnx::load(&a.model, &a.input, a.dtype)?;
+        (m, Some(i))
+    } else {
+        (load_model(&a.model)?, None)
+    };
     let inputs = gather_inputs(&model, &a.input)?;
     let hint = chosen.lnc_hint(&model);
     let rt = Runtime::with_host(chosen.open(), CliHost::new());
@@ -380,7 +392,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
              are no counters, simulated time or trace.",
         );
     }
-    inputs_table(&mut r, &inputs);
+    inputs_table(&mut r, &inputs, imported.is_some());
     r.line("outputs");
     let rows: Vec<Vec<String>> = rr
         .outputs

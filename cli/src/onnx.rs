@@ -1,0 +1,197 @@
+//! `.onnx` models: imported and compiled in memory by `nrt-onnx` (one kernel for the whole
+//! graph), packed into a NEFF like a spec, with seeded random data for inputs not given.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use clap::ValueEnum;
+use nrt_onnx::{Lowered, NodeInfo, Precision};
+use nrt_sim::neff::neff_from_programs;
+
+use crate::backend::{Model, Source, parse_neff};
+use crate::error::{CliError, Context, Result};
+use crate::npy;
+use crate::out::{self, Report};
+
+/// `--dtype`: the compute precision of an ONNX model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DtypeArg {
+    /// fp32 everywhere (results compare with CPU runtimes)
+    #[default]
+    Fp32,
+    /// bf16 operands and intermediates, fp32 accumulation; inputs and outputs stay fp32
+    Bf16,
+}
+
+impl DtypeArg {
+    fn precision(self) -> Precision {
+        match self {
+            DtypeArg::Fp32 => Precision::Fp32,
+            DtypeArg::Bf16 => Precision::Bf16,
+        }
+    }
+}
+
+/// Whether `path` names an ONNX model.
+pub(crate) fn is_onnx(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// What the import made, for the summaries.
+#[derive(Debug)]
+pub(crate) struct Imported {
+    /// Device nodes, in program order.
+    pub(crate) nodes: Vec<NodeInfo>,
+    /// One line on the compilation.
+    pub(crate) line: String,
+    /// The NEFF's program and tensors, for `nrt build`.
+    pub(crate) lowered_io: (usize, usize, usize),
+    /// Inputs that get seeded random data when not given.
+    pub(crate) seeded: BTreeMap<String, u64>,
+}
+
+/// The seed of an input's random data: a hash of its name (FNV-1a), so reruns agree.
+fn seed_of(name: &str) -> u64 {
+    name.bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// `n` fp32 values uniform in [-1, 1) from `seed` (xorshift64*), as little-endian bytes.
+pub(crate) fn random_f32(seed: u64, n: usize) -> Vec<u8> {
+    let mut s = seed | 1;
+    let mut out = Vec::with_capacity(n * 4);
+    for _ in 0..n {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        let r = s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
+        let v = r as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// Compiles the model at `path`; `inputs` are the `--input NAME=FILE` arguments, whose
+/// `.npy` shapes fix dynamic dimensions.
+pub(crate) fn compile(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Lowered, String)> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).context(|| format!("cannot read '{shown}'"))?;
+    let m = nrt_onnx::import(&bytes).map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    let mut shapes = HashMap::new();
+    for a in inputs {
+        let Some((name, file)) = a.split_once('=') else {
+            return Err(CliError::usage(format!(
+                "--input '{a}': expected NAME=FILE (for example --input x=x.npy)"
+            )));
+        };
+        if !m.inputs.iter().any(|d| d.name == name) {
+            let names: Vec<&str> = m.inputs.iter().map(|d| d.name.as_str()).collect();
+            return Err(CliError::new(format!(
+                "model '{}' has no input named '{name}' (its inputs: {})",
+                m.name,
+                if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+            )));
+        }
+        if Path::new(file).extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+            let data = std::fs::read(file).context(|| format!("cannot read '{file}'"))?;
+            let arr = npy::parse(&data).map_err(|e| CliError::new(format!("{file}: {e}")))?;
+            let shape = arr
+                .shape
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| CliError::new(format!("{file}: too large"))))
+                .collect::<Result<Vec<_>>>()?;
+            shapes.insert(name.to_owned(), shape);
+        }
+    }
+    let lowered = nrt_onnx::compile(&m, &shapes, dtype.precision())
+        .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    Ok((lowered, m.name))
+}
+
+/// Loads an ONNX model as a runnable [`Model`].
+pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Model, Imported)> {
+    let (lw, name) = compile(path, inputs, dtype)?;
+    let neff = neff_from_programs(&name, std::slice::from_ref(&lw.program))
+        .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
+    let (parsed, programs) = parse_neff(path, &neff)?;
+    let given: Vec<&str> = inputs.iter().filter_map(|a| a.split_once('=').map(|(n, _)| n)).collect();
+    let mut samples = BTreeMap::new();
+    let mut seeded = BTreeMap::new();
+    for t in &lw.inputs {
+        if given.contains(&t.name.as_str()) {
+            continue;
+        }
+        let seed = seed_of(&t.name);
+        let n = t.shape.iter().product::<usize>().max(1);
+        samples.insert(t.name.clone(), random_f32(seed, n));
+        seeded.insert(t.name.clone(), seed);
+    }
+    let line = summary_line(&lw, dtype);
+    let instrs: usize = lw.program.streams.iter().map(Vec::len).sum();
+    let imported = Imported {
+        nodes: lw.nodes.clone(),
+        line: line.clone(),
+        lowered_io: (instrs, lw.program.descriptors.len(), lw.program.tensors.len()),
+        seeded,
+    };
+    let model = Model {
+        path: path.to_path_buf(),
+        bytes: neff,
+        neff: parsed,
+        programs,
+        source: Source::Spec { kernel: format!("ONNX, {line}"), samples },
+    };
+    Ok((model, imported))
+}
+
+/// One line: precision, nodes, folding, memory.
+fn summary_line(lw: &Lowered, dtype: DtypeArg) -> String {
+    format!(
+        "{} compute, {} device node{} ({} folded on the host, {} batch norm{} folded into convolutions), \
+         peak device memory {} (intermediates {} planned, {} without reuse; weights {})",
+        match dtype {
+            DtypeArg::Fp32 => "fp32",
+            DtypeArg::Bf16 => "bf16 (fp32 accumulation)",
+        },
+        lw.nodes.len(),
+        if lw.nodes.len() == 1 { "" } else { "s" },
+        lw.folded,
+        lw.fused,
+        if lw.fused == 1 { "" } else { "s" },
+        out::bytes(lw.peak_bytes),
+        out::bytes(lw.scratch_bytes),
+        out::bytes(lw.unplanned_bytes),
+        out::bytes(lw.weight_bytes),
+    )
+}
+
+/// `nrt build MODEL.onnx -o MODEL.neff`.
+pub(crate) fn build(path: &Path, output: &Path, dtype: DtypeArg) -> Result<()> {
+    let (model, imp) = load(path, &[], dtype)?;
+    std::fs::write(output, &model.bytes)
+        .context(|| format!("cannot write '{}'", output.display()))?;
+    let mut r = Report::new();
+    r.field(
+        "wrote",
+        format!(
+            "{} ({}): model '{}' from {}",
+            output.display(),
+            out::bytes(model.bytes.len() as u64),
+            model.neff.name(),
+            path.display()
+        ),
+    );
+    r.field("compiled", imp.line);
+    let (i, d, t) = imp.lowered_io;
+    r.field(
+        "program",
+        format!(
+            "{} instructions over 5 engines, {} DMA descriptors, {t} tensors (simulator ISA, docs/SIM_ISA.md)",
+            out::int(i as u64),
+            out::int(d as u64)
+        ),
+    );
+    r.print();
+    Ok(())
+}
