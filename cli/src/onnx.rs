@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use clap::ValueEnum;
-use nrt_onnx::{Lowered, NodeInfo, Precision};
+use nrt_onnx::{Lowered, NodeInfo, NodeTime, Precision};
+use nrt_sim::engine::{ExecReport, TICKS_PER_SECOND};
 use nrt_sim::neff::neff_from_programs;
 
 use crate::backend::{Model, Source, parse_neff};
@@ -47,14 +48,13 @@ pub(crate) struct Imported {
     pub(crate) line: String,
     /// The NEFF's program and tensors, for `nrt build`.
     pub(crate) lowered_io: (usize, usize, usize),
-    /// Inputs that get seeded random data when not given.
-    pub(crate) seeded: BTreeMap<String, u64>,
 }
 
 /// The seed of an input's random data: a hash of its name (FNV-1a), so reruns agree.
 fn seed_of(name: &str) -> u64 {
-    name.bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// `n` fp32 values uniform in [-1, 1) from `seed` (xorshift64*), as little-endian bytes.
@@ -74,7 +74,11 @@ pub(crate) fn random_f32(seed: u64, n: usize) -> Vec<u8> {
 
 /// Compiles the model at `path`; `inputs` are the `--input NAME=FILE` arguments, whose
 /// `.npy` shapes fix dynamic dimensions.
-pub(crate) fn compile(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Lowered, String)> {
+pub(crate) fn compile(
+    path: &Path,
+    inputs: &[String],
+    dtype: DtypeArg,
+) -> Result<(Lowered, String)> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).context(|| format!("cannot read '{shown}'"))?;
     let m = nrt_onnx::import(&bytes).map_err(|e| CliError::new(format!("{shown}: {e}")))?;
@@ -90,16 +94,25 @@ pub(crate) fn compile(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result
             return Err(CliError::new(format!(
                 "model '{}' has no input named '{name}' (its inputs: {})",
                 m.name,
-                if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
             )));
         }
-        if Path::new(file).extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+        if Path::new(file)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+        {
             let data = std::fs::read(file).context(|| format!("cannot read '{file}'"))?;
             let arr = npy::parse(&data).map_err(|e| CliError::new(format!("{file}: {e}")))?;
             let shape = arr
                 .shape
                 .iter()
-                .map(|&d| usize::try_from(d).map_err(|_| CliError::new(format!("{file}: too large"))))
+                .map(|&d| {
+                    usize::try_from(d).map_err(|_| CliError::new(format!("{file}: too large")))
+                })
                 .collect::<Result<Vec<_>>>()?;
             shapes.insert(name.to_owned(), shape);
         }
@@ -115,9 +128,11 @@ pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(M
     let neff = neff_from_programs(&name, std::slice::from_ref(&lw.program))
         .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
     let (parsed, programs) = parse_neff(path, &neff)?;
-    let given: Vec<&str> = inputs.iter().filter_map(|a| a.split_once('=').map(|(n, _)| n)).collect();
+    let given: Vec<&str> = inputs
+        .iter()
+        .filter_map(|a| a.split_once('=').map(|(n, _)| n))
+        .collect();
     let mut samples = BTreeMap::new();
-    let mut seeded = BTreeMap::new();
     for t in &lw.inputs {
         if given.contains(&t.name.as_str()) {
             continue;
@@ -125,22 +140,27 @@ pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(M
         let seed = seed_of(&t.name);
         let n = t.shape.iter().product::<usize>().max(1);
         samples.insert(t.name.clone(), random_f32(seed, n));
-        seeded.insert(t.name.clone(), seed);
     }
     let line = summary_line(&lw, dtype);
     let instrs: usize = lw.program.streams.iter().map(Vec::len).sum();
     let imported = Imported {
         nodes: lw.nodes.clone(),
         line: line.clone(),
-        lowered_io: (instrs, lw.program.descriptors.len(), lw.program.tensors.len()),
-        seeded,
+        lowered_io: (
+            instrs,
+            lw.program.descriptors.len(),
+            lw.program.tensors.len(),
+        ),
     };
     let model = Model {
         path: path.to_path_buf(),
         bytes: neff,
         neff: parsed,
         programs,
-        source: Source::Spec { kernel: format!("ONNX, {line}"), samples },
+        source: Source::Spec {
+            kernel: format!("ONNX, {line}"),
+            samples,
+        },
     };
     Ok((model, imported))
 }
@@ -194,4 +214,77 @@ pub(crate) fn build(path: &Path, output: &Path, dtype: DtypeArg) -> Result<()> {
     );
     r.print();
     Ok(())
+}
+
+/// The per-node table of an execution, and the total.
+pub(crate) fn node_table(r: &mut Report, imp: &Imported, report: &ExecReport) -> Vec<NodeTime> {
+    let times = nrt_onnx::attribute(report, imp.nodes.len());
+    let total = report.ticks.max(1);
+    let rows: Vec<Vec<String>> = imp
+        .nodes
+        .iter()
+        .zip(&times)
+        .map(|(n, t)| {
+            let ticks = t.end - t.start;
+            vec![
+                n.name.clone(),
+                n.op.clone(),
+                out::int(ticks),
+                out::secs(ticks as f64 / TICKS_PER_SECOND as f64),
+                out::pct(ticks, total),
+                t.bound.to_owned(),
+            ]
+        })
+        .collect();
+    r.line(format!(
+        "ONNX nodes (simulated time: each node's share of the total, from the engines' node \
+         boundaries; docs/ONNX.md, \"Per-node timing\")"
+    ));
+    r.table(
+        "  ",
+        &["node", "op", "ticks", "time", "share", "bound by"],
+        &rows,
+        "llrrrl",
+    );
+    r.field(
+        "latency",
+        format!(
+            "{} ticks = {} for the model ({} nodes)",
+            out::int(report.ticks),
+            out::secs(report.ticks as f64 / TICKS_PER_SECOND as f64),
+            imp.nodes.len()
+        ),
+    );
+    times
+}
+
+/// `json` (a Chrome trace of the execution) with one slice per node on a track above the
+/// engines.
+pub(crate) fn trace_with_nodes(mut json: String, imp: &Imported, times: &[NodeTime]) -> String {
+    const TID: u32 = 9999;
+    let us = |t: u64| t as f64 * 1e6 / TICKS_PER_SECOND as f64;
+    if json.ends_with("]}") {
+        json.truncate(json.len() - 2);
+    } else {
+        return json;
+    }
+    json.push_str(&format!(
+        ",{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":{TID},\"args\":{{\"name\":\"ONNX nodes\"}}}},\
+         {{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":0,\"tid\":{TID},\"args\":{{\"sort_index\":-1}}}}"
+    ));
+    for (n, t) in imp.nodes.iter().zip(times) {
+        let name = serde_json::to_string(&format!("{} ({})", n.name, n.op))
+            .unwrap_or_else(|_| "\"?\"".into());
+        json.push_str(&format!(
+            ",{{\"ph\":\"X\",\"name\":{name},\"cat\":\"onnx_node\",\"pid\":0,\"tid\":{TID},\"ts\":{:.6},\"dur\":{:.6},\
+             \"args\":{{\"tick\":{},\"ticks\":{},\"bound_by\":\"{}\"}}}}",
+            us(t.start),
+            us(t.end - t.start),
+            t.start,
+            t.end - t.start,
+            t.bound
+        ));
+    }
+    json.push_str("]}");
+    json
 }

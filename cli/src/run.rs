@@ -363,7 +363,7 @@ pub(crate) fn program_runs_line(runs: u64, executions: u64, programs: u64) -> St
 
 pub(crate) fn run(a: &RunArgs) -> Result<()> {
     // The simulator keeps each core's last report: counters always, the event log for a trace.
-    let reports = if a.trace.is_some() {
+    let reports = if a.trace.is_some() || crate::onnx::is_onnx(&a.model) {
         Reports::Events
     } else {
         Reports::Counters
@@ -472,8 +472,15 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
             counters_table(&mut r, report);
         }
         r.field("counters", counters_source(a.repeat, &rr.reports));
+        let mut node_times = Vec::new();
+        if let (Some(imp), Some((_, report))) = (&imported, recorded.first()) {
+            node_times = crate::onnx::node_table(&mut r, imp, report);
+        }
         if let (Some(path), Some((s, report))) = (&a.trace, recorded.first()) {
-            let json = trace::chrome_trace_json(report);
+            let mut json = trace::chrome_trace_json(report);
+            if let Some(imp) = &imported {
+                json = crate::onnx::trace_with_nodes(json, imp, &node_times);
+            }
             std::fs::write(path, json).context(|| format!("cannot write '{}'", path.display()))?;
             trace_written = Some((
                 path.display().to_string(),

@@ -69,10 +69,7 @@ pub(crate) enum Kind {
     /// `ins = [x]`: mean or max over all dimensions after the second.
     GlobalPool(ReduceOp),
     /// `ins = [a, b]` (batched, broadcasting); `bias` added after (Gemm's C).
-    MatMul {
-        a_t: bool,
-        bias: Option<Operand>,
-    },
+    MatMul { a_t: bool, bias: Option<Operand> },
     /// `ins = [a, b]`.
     Binary(AluOp),
     /// `ins = [x]`: `f(x·scale + bias)`.
@@ -104,10 +101,7 @@ pub(crate) enum Kind {
         shift: Arc<HostTensor>,
     },
     /// `ins = [x]`: over `axes` (sorted), keeping dimensions when `keepdims`.
-    Reduce {
-        op: ReduceOp,
-        axes: Vec<usize>,
-    },
+    Reduce { op: ReduceOp, axes: Vec<usize> },
     /// `ins = [x]`: `out = x` permuted.
     Transpose(Vec<usize>),
     /// `ins = [x]`: `out = x` sliced.
@@ -123,7 +117,10 @@ pub(crate) enum Kind {
     /// `ins = [x]`: `x` gathered at constant indices along `axis`.
     Gather { axis: usize, idx: Vec<usize> },
     /// `ins = [x]`: constant padding.
-    Pad { pads: Vec<(usize, usize)>, value: f32 },
+    Pad {
+        pads: Vec<(usize, usize)>,
+        value: f32,
+    },
 }
 
 /// A node that runs on the device.
@@ -179,10 +176,10 @@ pub(crate) enum Outcome {
 impl Ctx<'_> {
     /// Input `i`, required.
     pub(crate) fn val(&self, i: usize) -> Result<&Val> {
-        self.ins.get(i).and_then(Option::as_ref).ok_or_else(|| {
-            self.node
-                .invalid(format!("input {i} is missing"))
-        })
+        self.ins
+            .get(i)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| self.node.invalid(format!("input {i} is missing")))
     }
 
     /// The shape of input `i`.
@@ -213,9 +210,9 @@ impl Ctx<'_> {
     pub(crate) fn need_const(&self, i: usize, what: &str) -> Result<Arc<HostTensor>> {
         match self.ins.get(i) {
             Some(Some(Val::Const(t))) => Ok(t.clone()),
-            Some(Some(Val::Dyn(_))) => Err(self
-                .node
-                .unsupported(format!("{what} (input {i}) computed at run time; only constants"))),
+            Some(Some(Val::Dyn(_))) => Err(self.node.unsupported(format!(
+                "{what} (input {i}) computed at run time; only constants"
+            ))),
             _ => Err(self.node.invalid(format!("input {i} ({what}) is missing"))),
         }
     }
@@ -227,7 +224,10 @@ impl Ctx<'_> {
 
     /// Whether every present input is constant.
     pub(crate) fn all_const(&self) -> bool {
-        self.ins.iter().flatten().all(|v| matches!(v, Val::Const(_)))
+        self.ins
+            .iter()
+            .flatten()
+            .all(|v| matches!(v, Val::Const(_)))
     }
 
     /// Input `i` as an operand.
@@ -259,7 +259,12 @@ pub(crate) fn analyze(m: &Model, shapes: &HashMap<String, Vec<usize>>) -> Result
         fused: 0,
         uses: HashMap::new(),
     };
-    for name in m.nodes.iter().flat_map(|n| n.inputs.iter()).chain(m.outputs.iter().map(|o| &o.name)) {
+    for name in m
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter())
+        .chain(m.outputs.iter().map(|o| &o.name))
+    {
         *an.uses.entry(name.clone()).or_insert(0) += 1;
     }
     let mut env: HashMap<String, Val> = HashMap::new();

@@ -7,8 +7,16 @@ pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let r = a.len().max(b.len());
     let mut out = vec![0; r];
     for i in 0..r {
-        let da = if i + a.len() >= r { a[i + a.len() - r] } else { 1 };
-        let db = if i + b.len() >= r { b[i + b.len() - r] } else { 1 };
+        let da = if i + a.len() >= r {
+            a[i + a.len() - r]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= r {
+            b[i + b.len() - r]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -104,7 +112,12 @@ pub(crate) fn cast(t: &HostTensor, to: Elem) -> HostTensor {
 }
 
 /// Gathers `x` along `axis` at `idx` (already non-negative and in range).
-pub(crate) fn gather(x: &HostTensor, axis: usize, idx: &[usize], idx_shape: &[usize]) -> HostTensor {
+pub(crate) fn gather(
+    x: &HostTensor,
+    axis: usize,
+    idx: &[usize],
+    idx_shape: &[usize],
+) -> HostTensor {
     let outer: usize = x.shape[..axis].iter().product();
     let inner: usize = x.shape[axis + 1..].iter().product();
     let n = x.shape[axis];

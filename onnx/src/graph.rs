@@ -126,7 +126,11 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
     for (i, n) in g.node.iter().enumerate() {
         nodes.push(node(n, i)?);
     }
-    let name = g.name.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "model".into());
+    let name = g
+        .name
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "model".into());
     Ok(Model {
         name,
         opset,
@@ -316,6 +320,9 @@ impl Node {
 
     /// Input `i` when present (not omitted).
     pub fn input(&self, i: usize) -> Option<&str> {
-        self.inputs.get(i).map(String::as_str).filter(|s| !s.is_empty())
+        self.inputs
+            .get(i)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 }

@@ -14,6 +14,7 @@ mod ops_nn;
 mod plan;
 pub mod proto;
 mod tensor;
+mod timing;
 
 use std::collections::HashMap;
 
@@ -21,6 +22,7 @@ pub use error::{Error, Result, SUPPORTED_LIST};
 pub use graph::{Attr, Dim, Model, Node, ValueDecl, import};
 pub use lower::{Io, Lowered, NodeInfo, Precision};
 pub use tensor::{Data, Elem, HostTensor};
+pub use timing::{MARKED, NodeTime, attribute};
 
 /// Compiles `model` for the given input shapes (name → shape; inputs not named take their
 /// declared, fixed shapes) into one kernel program.

@@ -14,6 +14,7 @@ use crate::graph::Model;
 use crate::lower_ops;
 use crate::plan::Arena;
 use crate::tensor::{Elem, HostTensor};
+use crate::timing::{self, Markers};
 
 /// Compute precision.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,10 +71,9 @@ pub(crate) fn encode(v: &[f64], dt: DType) -> Vec<u8> {
 impl Lower<'_> {
     /// The view of device value `d`.
     pub(crate) fn val(&self, d: usize) -> Result<View> {
-        self.views
-            .get(d)
-            .and_then(Clone::clone)
-            .ok_or_else(|| Error::Kernel(format!("value '{}' has no buffer", self.an.values[d].name)))
+        self.views.get(d).and_then(Clone::clone).ok_or_else(|| {
+            Error::Kernel(format!("value '{}' has no buffer", self.an.values[d].name))
+        })
     }
 
     /// A kernel constant holding `t` (in the compute dtype), with `shape` (rank 0 as [1]).
@@ -82,7 +82,11 @@ impl Lower<'_> {
         if let Some(c) = self.consts.get(&key) {
             return Ok(c.view().clone());
         }
-        let shape = if t.shape.is_empty() { vec![1] } else { t.shape.clone() };
+        let shape = if t.shape.is_empty() {
+            vec![1]
+        } else {
+            t.shape.clone()
+        };
         let bytes = encode(&t.as_f64(), dt);
         self.weight_bytes += bytes.len() as u64;
         let name = format!("const{}", self.n_consts);
@@ -112,9 +116,18 @@ impl Lower<'_> {
 
     /// Temporary `i` of the current step, with `shape`.
     pub(crate) fn temp(&self, i: usize, shape: &[usize]) -> Result<View> {
-        let (off, n) = self.temps.get(i).copied().ok_or_else(|| Error::Kernel("temporary missing".into()))?;
-        let t = self.temp.as_ref().ok_or_else(|| Error::Kernel("no temporary arena".into()))?;
-        t.slice(0, off..off + n).and_then(|v| v.reshape(&kshape(shape))).map_err(kerr)
+        let (off, n) = self
+            .temps
+            .get(i)
+            .copied()
+            .ok_or_else(|| Error::Kernel("temporary missing".into()))?;
+        let t = self
+            .temp
+            .as_ref()
+            .ok_or_else(|| Error::Kernel("no temporary arena".into()))?;
+        t.slice(0, off..off + n)
+            .and_then(|v| v.reshape(&kshape(shape)))
+            .map_err(kerr)
     }
 }
 
@@ -146,7 +159,8 @@ pub struct Lowered {
     pub inputs: Vec<Io>,
     /// Kernel outputs.
     pub outputs: Vec<Io>,
-    /// Device steps, in order.
+    /// Device steps, in order (with `(inputs)` / `(outputs)` for the conversions and copies
+    /// around them when there are any): what [`attribute`](crate::attribute) times.
     pub nodes: Vec<NodeInfo>,
     /// Peak device memory: inputs, outputs, constants and the planned scratch, in bytes.
     pub peak_bytes: u64,
@@ -169,13 +183,19 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         Precision::Bf16 => DType::Bf16,
     };
     let mut k = Kernel::new(&m.name);
+    let mut markers = Markers::new(&mut k)?;
+    markers.mark(&mut k)?;
     let nv = an.values.len();
     let mut views: Vec<Option<View>> = vec![None; nv];
     let mut inputs = Vec::new();
     let mut in_tensors = Vec::new();
     for (name, elem, shape) in &an.inputs {
         let t = k.input(name, DType::F32, &kshape(shape)).map_err(kerr)?;
-        inputs.push(Io { name: name.clone(), elem: *elem, shape: shape.clone() });
+        inputs.push(Io {
+            name: name.clone(),
+            elem: *elem,
+            shape: shape.clone(),
+        });
         in_tensors.push(t);
     }
     // Outputs: claim the producing step's buffer where possible.
@@ -202,7 +222,11 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             });
         }
         let t = k.output(name, DType::F32, &kshape(&shape)).map_err(kerr)?;
-        outputs.push(Io { name: name.clone(), elem, shape: shape.clone() });
+        outputs.push(Io {
+            name: name.clone(),
+            elem,
+            shape: shape.clone(),
+        });
         let direct = match v {
             Val::Dyn(d) => {
                 let root = an.values[*d].alias_of.unwrap_or(*d);
@@ -234,7 +258,11 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         for &o in &s.outs {
             last[o] = last[o].max(i);
         }
-        if let Kind::MatMul { bias: Some(Operand::Dyn(d)), .. } = &s.kind {
+        if let Kind::MatMul {
+            bias: Some(Operand::Dyn(d)),
+            ..
+        } = &s.kind
+        {
             last[root(*d)] = last[root(*d)].max(i);
         }
     }
@@ -270,7 +298,8 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         }
         let t = temps_of(&s.kind);
         if t > 0 {
-            temp_need = temp_need.max(t * s.outs.first().map_or(1, |&o| numel(o)).div_ceil(16) * 16);
+            temp_need =
+                temp_need.max(t * s.outs.first().map_or(1, |&o| numel(o)).div_ceil(16) * 16);
         }
         for d in std::mem::take(&mut frees[i]) {
             if let Some((off, len)) = offsets[d] {
@@ -284,10 +313,18 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     } else {
         None
     };
-    let temp = if temp_need > 0 { Some(k.scratch("temp", dt, &[temp_need]).map_err(kerr)?) } else { None };
+    let temp = if temp_need > 0 {
+        Some(k.scratch("temp", dt, &[temp_need]).map_err(kerr)?)
+    } else {
+        None
+    };
     for d in 0..nv {
         if let (Some((off, len)), Some(a)) = (offsets[d], &arena_t) {
-            views[d] = Some(a.slice(0, off..off + len).and_then(|v| v.reshape(&kshape(&an.values[d].shape))).map_err(kerr)?);
+            views[d] = Some(
+                a.slice(0, off..off + len)
+                    .and_then(|v| v.reshape(&kshape(&an.values[d].shape)))
+                    .map_err(kerr)?,
+            );
         }
     }
     let mut lw = Lower {
@@ -303,6 +340,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         keep: Vec::new(),
     };
     // Inputs: fp32 straight from the kernel input, or converted into the arena.
+    let mut nodes = Vec::with_capacity(n + 2);
     for (d, v) in an.values.iter().enumerate() {
         if let Some(i) = v.input {
             let src = in_tensors[i].view().clone();
@@ -314,6 +352,13 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             }
         }
     }
+    if dt != DType::F32 && !an.inputs.is_empty() {
+        nodes.push(NodeInfo {
+            name: "(inputs)".into(),
+            op: "Cast to bf16".into(),
+        });
+        markers.mark(&mut lw.k)?;
+    }
     // Aliases: views of their roots.
     for (d, v) in an.values.iter().enumerate() {
         if let Some(r) = v.alias_of {
@@ -321,7 +366,6 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             lw.views[d] = Some(rv.reshape(&kshape(&v.shape)).map_err(kerr)?);
         }
     }
-    let mut nodes = Vec::with_capacity(n);
     for s in &an.steps {
         let node = &m.nodes[s.node];
         let t = temps_of(&s.kind);
@@ -334,8 +378,13 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let fused = matches!(&s.kind, Kind::Conv { bn: true, .. });
         nodes.push(NodeInfo {
             name: node.name.clone(),
-            op: if fused { format!("{}+BatchNormalization", node.op) } else { node.op.clone() },
+            op: if fused {
+                format!("{}+BatchNormalization", node.op)
+            } else {
+                node.op.clone()
+            },
         });
+        markers.mark(&mut lw.k)?;
     }
     for (oi, v) in &final_copies {
         let dst = out_tensors[*oi].view().clone();
@@ -346,9 +395,20 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let src = src.reshape(&dst.shape()).map_err(kerr)?;
         nrt_kernel::library::activation::copy(&mut lw.k, &dst, &src).map_err(kerr)?;
     }
+    if !final_copies.is_empty() {
+        nodes.push(NodeInfo {
+            name: "(outputs)".into(),
+            op: "Copy".into(),
+        });
+        markers.mark(&mut lw.k)?;
+    }
     let weight_bytes = lw.weight_bytes;
-    let program = lw.k.build().map_err(kerr)?;
-    let io_bytes: usize = inputs.iter().chain(&outputs).map(|t| t.shape.iter().product::<usize>().max(1) * 4).sum();
+    let program = timing::finish(lw.k.build_unrolled().map_err(kerr)?, markers.count)?;
+    let io_bytes: usize = inputs
+        .iter()
+        .chain(&outputs)
+        .map(|t| t.shape.iter().product::<usize>().max(1) * 4)
+        .sum();
     let scratch_bytes = ((arena.peak + temp_need) * esize) as u64;
     Ok(Lowered {
         program,

@@ -43,14 +43,19 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
     };
     let xs = x.shape();
     match &s.kind {
-        Kind::Conv { cfg, w, b, relu, .. } => {
+        Kind::Conv {
+            cfg, w, b, relu, ..
+        } => {
             let wv = lw.konst(w, lw.dt)?;
             let bv = match b {
                 Some(b) => Some(lw.konst(b, DType::F32)?),
                 None => None,
             };
             let (x4, y4) = if xs.len() == 3 {
-                (rs(&x, &[xs[0], xs[1], 1, xs[2]])?, rs(&out, &[oshape[0], oshape[1], 1, oshape[2]])?)
+                (
+                    rs(&x, &[xs[0], xs[1], 1, xs[2]])?,
+                    rs(&out, &[oshape[0], oshape[1], 1, oshape[2]])?,
+                )
             } else {
                 (x.clone(), out.clone())
             };
@@ -106,7 +111,12 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             }
             bin(lw, &out, &out, &t, AluOp::Add)?;
         }
-        Kind::Clip { lo, hi, scale, bias } => {
+        Kind::Clip {
+            lo,
+            hi,
+            scale,
+            bias,
+        } => {
             let mut src = x.clone();
             if *scale != 1.0 || *bias != 0.0 {
                 act(lw, &out, &x, ActFn::Identity, *scale, *bias)?;
@@ -196,7 +206,9 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             let lo = axes.first().copied().unwrap_or(0);
             let hi = axes.last().copied().unwrap_or(0);
             if hi + 1 - lo != axes.len() {
-                return Err(Error::Kernel(format!("reduction over the non-adjacent axes {axes:?}")));
+                return Err(Error::Kernel(format!(
+                    "reduction over the non-adjacent axes {axes:?}"
+                )));
             }
             let a: usize = xs[..lo].iter().product();
             let l: usize = xs[lo..=hi].iter().product();
@@ -213,7 +225,11 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             let mut v = x.clone();
             for (d, &(start, st, len)) in sl.iter().enumerate() {
                 if (start, st, len) != (0, 1, xs[d]) {
-                    let end = if len == 0 { start } else { start + (len - 1) * st + 1 };
+                    let end = if len == 0 {
+                        start
+                    } else {
+                        start + (len - 1) * st + 1
+                    };
                     v = v.slice_step(d, start..end, st).map_err(kerr)?;
                 }
             }
@@ -312,10 +328,21 @@ fn expand(x: &View, shape: &[usize]) -> Result<View> {
 /// `out = a · b`, NumPy matmul semantics (batched, broadcasting); `a_t`: `a` given as
 /// `[K, M]` (2-D only).
 fn mm(lw: &mut Lower<'_>, out: &View, a: &View, b: &View, a_t: bool) -> Result<()> {
-    let opts = MatmulOpts { a_transposed: a_t, ..MatmulOpts::default() };
+    let opts = MatmulOpts {
+        a_transposed: a_t,
+        ..MatmulOpts::default()
+    };
     let (asz, bsz) = (a.shape(), b.shape());
-    let a2 = if asz.len() == 1 { vec![1, asz[0]] } else { asz.clone() };
-    let b2 = if bsz.len() == 1 { vec![bsz[0], 1] } else { bsz.clone() };
+    let a2 = if asz.len() == 1 {
+        vec![1, asz[0]]
+    } else {
+        asz.clone()
+    };
+    let b2 = if bsz.len() == 1 {
+        vec![bsz[0], 1]
+    } else {
+        bsz.clone()
+    };
     let (m, kk) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let nn = b2[b2.len() - 1];
     let (m, kk) = if a_t { (kk, m) } else { (m, kk) };
@@ -333,7 +360,8 @@ fn mm(lw: &mut Lower<'_>, out: &View, a: &View, b: &View, a_t: bool) -> Result<(
         let ov = rs(out, &[m, nn])?;
         return matmul(&mut lw.k, &ov, a, b, &opts).map_err(kerr);
     }
-    let batch = fold::broadcast(ab, bb).ok_or_else(|| Error::Kernel("batch shapes do not broadcast".into()))?;
+    let batch = fold::broadcast(ab, bb)
+        .ok_or_else(|| Error::Kernel("batch shapes do not broadcast".into()))?;
     let ia = fold::broadcast_index(ab, &batch);
     let ib = fold::broadcast_index(bb, &batch);
     let na = ab.iter().product::<usize>().max(1);
@@ -350,4 +378,3 @@ fn mm(lw: &mut Lower<'_>, out: &View, a: &View, b: &View, a_t: bool) -> Result<(
     }
     Ok(())
 }
-

@@ -34,12 +34,20 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             let start = clamp(n.int("start", 0)?);
             let end = clamp(n.int("end", r)?);
             let v: Vec<i64> = s[start..end.max(start)].iter().map(|&d| d as i64).collect();
-            Ok(Outcome::Folded(vec![HostTensor::ints(Elem::I64, vec![v.len()], v)]))
+            Ok(Outcome::Folded(vec![HostTensor::ints(
+                Elem::I64,
+                vec![v.len()],
+                v,
+            )]))
         }
         "Size" => {
             let s = cx.shape(0)?;
             let v = s.iter().product::<usize>() as i64;
-            Ok(Outcome::Folded(vec![HostTensor::ints(Elem::I64, vec![], vec![v])]))
+            Ok(Outcome::Folded(vec![HostTensor::ints(
+                Elem::I64,
+                vec![],
+                vec![v],
+            )]))
         }
         "ConstantOfShape" => {
             let s = cx.need_const(0, "shape")?;
@@ -50,8 +58,16 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 _ => HostTensor::floats(Elem::F32, vec![1], vec![0.0]),
             };
             Ok(Outcome::Folded(vec![match value.data {
-                Data::F(v) => HostTensor::floats(value.elem, shape, vec![v.first().copied().unwrap_or(0.0); count]),
-                Data::I(v) => HostTensor::ints(value.elem, shape, vec![v.first().copied().unwrap_or(0); count]),
+                Data::F(v) => HostTensor::floats(
+                    value.elem,
+                    shape,
+                    vec![v.first().copied().unwrap_or(0.0); count],
+                ),
+                Data::I(v) => HostTensor::ints(
+                    value.elem,
+                    shape,
+                    vec![v.first().copied().unwrap_or(0); count],
+                ),
             }]))
         }
         "Range" => {
@@ -95,9 +111,8 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 None => return Err(n.unsupported("a shape computed at run time")),
             };
             let allowzero = n.int("allowzero", 0)? != 0;
-            let shape = reshape(&x, &spec, allowzero).ok_or_else(|| {
-                n.invalid(format!("cannot reshape {x:?} to {spec:?}"))
-            })?;
+            let shape = reshape(&x, &spec, allowzero)
+                .ok_or_else(|| n.invalid(format!("cannot reshape {x:?} to {spec:?}")))?;
             view(cx, shape)
         }
         "Flatten" => {
@@ -119,9 +134,15 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 Some(ax) => {
                     let ax = norm_axes(&ax, x.len(), n)?;
                     if ax.iter().any(|&a| x[a] != 1) {
-                        return Err(n.invalid(format!("squeezes a dimension that is not 1 ({x:?}, axes {ax:?})")));
+                        return Err(n.invalid(format!(
+                            "squeezes a dimension that is not 1 ({x:?}, axes {ax:?})"
+                        )));
                     }
-                    x.iter().enumerate().filter(|(i, _)| !ax.contains(i)).map(|(_, &d)| d).collect()
+                    x.iter()
+                        .enumerate()
+                        .filter(|(i, _)| !ax.contains(i))
+                        .map(|(_, &d)| d)
+                        .collect()
                 }
             };
             view(cx, shape)
@@ -133,7 +154,13 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             let ax = norm_axes(&ax, r, n)?;
             let mut it = x.iter();
             let shape = (0..r)
-                .map(|i| if ax.contains(&i) { 1 } else { it.next().copied().unwrap_or(1) })
+                .map(|i| {
+                    if ax.contains(&i) {
+                        1
+                    } else {
+                        it.next().copied().unwrap_or(1)
+                    }
+                })
                 .collect();
             view(cx, shape)
         }
@@ -146,7 +173,10 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             let mut seen = perm.clone();
             seen.sort_unstable();
             if seen != (0..x.len()).collect::<Vec<_>>() {
-                return Err(n.invalid(format!("perm {perm:?} is not a permutation of rank {}", x.len())));
+                return Err(n.invalid(format!(
+                    "perm {perm:?} is not a permutation of rank {}",
+                    x.len()
+                )));
             }
             if let Some(t) = cx.konst(0) {
                 let (shape, order) = fold::permute_order(&t.shape, &perm);
@@ -163,7 +193,8 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             let x = cx.shape(0)?;
             let s = cx.need_const(1, "shape")?.as_i64();
             let s = dims(&s, n)?;
-            let out = broadcast(&x, &s).ok_or_else(|| n.invalid(format!("cannot expand {x:?} to {s:?}")))?;
+            let out = broadcast(&x, &s)
+                .ok_or_else(|| n.invalid(format!("cannot expand {x:?} to {s:?}")))?;
             elems(&out, n)?;
             if let Some(t) = cx.konst(0) {
                 let order = fold::broadcast_index(&t.shape, &out);
@@ -185,23 +216,31 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
         "Pad" => ops_nn::pad(cx),
         "Where" => {
             if cx.all_const() {
-                let (c, a, b) = (cx.need_const(0, "condition")?, cx.need_const(1, "X")?, cx.need_const(2, "Y")?);
-                let ab = fold::binary(&a, &b, |x, _| x, |x, _| x).ok_or_else(|| n.invalid("shapes do not broadcast"))?;
-                let shape = broadcast(&c.shape, &ab.shape).ok_or_else(|| n.invalid("shapes do not broadcast"))?;
+                let (c, a, b) = (
+                    cx.need_const(0, "condition")?,
+                    cx.need_const(1, "X")?,
+                    cx.need_const(2, "Y")?,
+                );
+                let ab = fold::binary(&a, &b, |x, _| x, |x, _| x)
+                    .ok_or_else(|| n.invalid("shapes do not broadcast"))?;
+                let shape = broadcast(&c.shape, &ab.shape)
+                    .ok_or_else(|| n.invalid("shapes do not broadcast"))?;
                 let (ic, ia, ib) = (
                     fold::broadcast_index(&c.shape, &shape),
                     fold::broadcast_index(&a.shape, &shape),
                     fold::broadcast_index(&b.shape, &shape),
                 );
                 let (cv, av, bv) = (c.as_i64(), a.as_f64(), b.as_f64());
-                let v: Vec<f64> = (0..ic.len()).map(|i| if cv[ic[i]] != 0 { av[ia[i]] } else { bv[ib[i]] }).collect();
+                let v: Vec<f64> = (0..ic.len())
+                    .map(|i| if cv[ic[i]] != 0 { av[ia[i]] } else { bv[ib[i]] })
+                    .collect();
                 let t = HostTensor::floats(Elem::F64, shape, v);
                 return Ok(Outcome::Folded(vec![fold::cast(&t, a.elem)]));
             }
             Err(n.unsupported("a condition or values computed at run time (no select emitter yet)"))
         }
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum" | "Mean" | "Equal" | "Less"
-        | "Greater" | "LessOrEqual" | "GreaterOrEqual" => binary(cx),
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum" | "Mean" | "Equal"
+        | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => binary(cx),
         _ => ops_nn::eval(cx),
     }
 }
@@ -254,7 +293,8 @@ pub(crate) fn elems(shape: &[usize], n: &crate::graph::Node) -> Result<usize> {
 pub(crate) fn norm_axes(ax: &[i64], rank: usize, n: &crate::graph::Node) -> Result<Vec<usize>> {
     let mut out = Vec::new();
     for &a in ax {
-        let a2 = axis(a, rank).ok_or_else(|| n.invalid(format!("axis {a} out of range for rank {rank}")))?;
+        let a2 = axis(a, rank)
+            .ok_or_else(|| n.invalid(format!("axis {a} out of range for rank {rank}")))?;
         if !out.contains(&a2) {
             out.push(a2);
         }
@@ -301,12 +341,18 @@ fn constant(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let t = match n.attrs.first().map(|(k, v)| (k.as_str(), v)) {
         Some(("value", Attr::Tensor(t))) => t.clone(),
-        Some(("value_float", Attr::Float(f))) => HostTensor::floats(Elem::F32, vec![], vec![f64::from(*f)]),
-        Some(("value_floats", Attr::Floats(f))) => {
-            HostTensor::floats(Elem::F32, vec![f.len()], f.iter().map(|&x| f64::from(x)).collect())
+        Some(("value_float", Attr::Float(f))) => {
+            HostTensor::floats(Elem::F32, vec![], vec![f64::from(*f)])
         }
+        Some(("value_floats", Attr::Floats(f))) => HostTensor::floats(
+            Elem::F32,
+            vec![f.len()],
+            f.iter().map(|&x| f64::from(x)).collect(),
+        ),
         Some(("value_int", Attr::Int(i))) => HostTensor::ints(Elem::I64, vec![], vec![*i]),
-        Some(("value_ints", Attr::Ints(i))) => HostTensor::ints(Elem::I64, vec![i.len()], i.clone()),
+        Some(("value_ints", Attr::Ints(i))) => {
+            HostTensor::ints(Elem::I64, vec![i.len()], i.clone())
+        }
         Some((k, _)) => return Err(n.unsupported(format!("the attribute '{k}'"))),
         None => return Err(n.invalid("no value")),
     };
@@ -340,8 +386,15 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 "Add" | "Sum" | "Mean" => fold::binary(&acc, &b, |x, y| x + y, i64::wrapping_add),
                 "Sub" => fold::binary(&acc, &b, |x, y| x - y, i64::wrapping_sub),
                 "Mul" => fold::binary(&acc, &b, |x, y| x * y, i64::wrapping_mul),
-                "Div" => fold::binary(&acc, &b, |x, y| x / y, |x, y| if y == 0 { 0 } else { x.wrapping_div(y) }),
-                "Pow" => fold::binary(&acc, &b, f64::powf, |x, y| x.wrapping_pow(y.clamp(0, 63) as u32)),
+                "Div" => fold::binary(
+                    &acc,
+                    &b,
+                    |x, y| x / y,
+                    |x, y| if y == 0 { 0 } else { x.wrapping_div(y) },
+                ),
+                "Pow" => fold::binary(&acc, &b, f64::powf, |x, y| {
+                    x.wrapping_pow(y.clamp(0, 63) as u32)
+                }),
                 "Max" => fold::binary(&acc, &b, f64::max, i64::max),
                 "Min" => fold::binary(&acc, &b, f64::min, i64::min),
                 _ => {
@@ -354,9 +407,12 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
                             _ => x >= y,
                         }
                     };
-                    fold::binary(&acc, &b, |x, y| f64::from(u8::from(cmp(x, y))), |x, y| {
-                        i64::from(cmp(x as f64, y as f64))
-                    })
+                    fold::binary(
+                        &acc,
+                        &b,
+                        |x, y| f64::from(u8::from(cmp(x, y))),
+                        |x, y| i64::from(cmp(x as f64, y as f64)),
+                    )
                     .map(|t| fold::cast(&t, Elem::Bool))
                 }
             };
@@ -376,7 +432,10 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
     }
     for i in 0..cx.ins.len() {
         if cx.has(i) && !cx.elem(i)?.is_float() {
-            return Err(n.unsupported(format!("{} operands computed at run time", cx.elem(i)?.name())));
+            return Err(n.unsupported(format!(
+                "{} operands computed at run time",
+                cx.elem(i)?.name()
+            )));
         }
     }
     let alu = match op {
@@ -397,12 +456,25 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
                     _ => None,
                 };
                 if let (Some(f), true) = (f, cx.shape(1)?.len() <= cx.shape(0)?.len()) {
-                    return step(cx, Kind::Act { f, scale: 1.0, bias: 0.0 }, vec![cx.operand(0)?], vec![shape]);
+                    return step(
+                        cx,
+                        Kind::Act {
+                            f,
+                            scale: 1.0,
+                            bias: 0.0,
+                        },
+                        vec![cx.operand(0)?],
+                        vec![shape],
+                    );
                 }
             }
             AluOp::Power
         }
-        _ => return Err(n.unsupported("comparisons computed at run time (boolean tensors stay on the host)")),
+        _ => {
+            return Err(n.unsupported(
+                "comparisons computed at run time (boolean tensors stay on the host)",
+            ));
+        }
     };
     // x op scalar-constant as one activation where exact.
     if count == 2
@@ -417,7 +489,16 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
             _ => None,
         };
         if let Some((scale, bias)) = act {
-            return step(cx, Kind::Act { f: ActFn::Identity, scale, bias }, vec![cx.operand(0)?], vec![shape]);
+            return step(
+                cx,
+                Kind::Act {
+                    f: ActFn::Identity,
+                    scale,
+                    bias,
+                },
+                vec![cx.operand(0)?],
+                vec![shape],
+            );
         }
     }
     let ins: Vec<Operand> = (0..cx.ins.len())
@@ -426,8 +507,7 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
         .collect::<Result<_>>()?;
     if op == "Mean" {
         // Sum, then divide by the count (one more step over the sum).
-        return step(cx, Kind::Binary(AluOp::Add), ins, vec![shape])
-            .map(|o| mean_of(o, count));
+        return step(cx, Kind::Binary(AluOp::Add), ins, vec![shape]).map(|o| mean_of(o, count));
     }
     step(cx, Kind::Binary(alu), ins, vec![shape])
 }
@@ -460,7 +540,9 @@ fn concat(cx: &mut Ctx<'_>) -> Result<Outcome> {
     for &i in &present {
         let s = cx.shape(i)?;
         if s.len() != first.len() || s.iter().enumerate().any(|(d, &v)| d != ax && v != first[d]) {
-            return Err(n.invalid(format!("input {i} has shape {s:?}, incompatible with {first:?} on axis {ax}")));
+            return Err(n.invalid(format!(
+                "input {i} has shape {s:?}, incompatible with {first:?} on axis {ax}"
+            )));
         }
         out[ax] += s[ax];
     }
@@ -489,7 +571,10 @@ fn concat(cx: &mut Ctx<'_>) -> Result<Outcome> {
             HostTensor::ints(elem, out, iv)
         }]));
     }
-    let ins = present.iter().map(|&i| cx.operand(i)).collect::<Result<_>>()?;
+    let ins = present
+        .iter()
+        .map(|&i| cx.operand(i))
+        .collect::<Result<_>>()?;
     step(cx, Kind::Concat(ax), ins, vec![out])
 }
 
@@ -503,7 +588,9 @@ fn split(cx: &mut Ctx<'_>) -> Result<Outcome> {
         None => {
             let parts = n.int("num_outputs", k as i64)?.max(1) as usize;
             let each = x[ax].div_ceil(parts);
-            (0..parts).map(|i| each.min(x[ax].saturating_sub(i * each))).collect()
+            (0..parts)
+                .map(|i| each.min(x[ax].saturating_sub(i * each)))
+                .collect()
         }
     };
     if sizes.iter().sum::<usize>() != x[ax] {
@@ -530,7 +617,12 @@ fn split(cx: &mut Ctx<'_>) -> Result<Outcome> {
             .collect();
         return Ok(Outcome::Folded(outs));
     }
-    step(cx, Kind::Split { axis: ax, offsets }, vec![cx.operand(0)?], shapes)
+    step(
+        cx,
+        Kind::Split { axis: ax, offsets },
+        vec![cx.operand(0)?],
+        shapes,
+    )
 }
 
 fn slice(cx: &mut Ctx<'_>) -> Result<Outcome> {
@@ -547,8 +639,12 @@ fn slice(cx: &mut Ctx<'_>) -> Result<Outcome> {
         (
             cx.need_const(1, "starts")?.as_i64(),
             cx.need_const(2, "ends")?.as_i64(),
-            cx.has(3).then(|| cx.need_const(3, "axes").map(|t| t.as_i64())).transpose()?,
-            cx.has(4).then(|| cx.need_const(4, "steps").map(|t| t.as_i64())).transpose()?,
+            cx.has(3)
+                .then(|| cx.need_const(3, "axes").map(|t| t.as_i64()))
+                .transpose()?,
+            cx.has(4)
+                .then(|| cx.need_const(4, "steps").map(|t| t.as_i64()))
+                .transpose()?,
         )
     };
     let axes = match axes {
@@ -579,7 +675,11 @@ fn slice(cx: &mut Ctx<'_>) -> Result<Outcome> {
         } else {
             let s = clampi(starts[i], -1, d - 1);
             let e = clampi(ends[i], -1, d - 1);
-            let len = if s > e { (s - e + (-st) - 1) / (-st) } else { 0 };
+            let len = if s > e {
+                (s - e + (-st) - 1) / (-st)
+            } else {
+                0
+            };
             // The elements s, s+st, ...: as a forward slice, reversed.
             let last = s + st * (len - 1).max(0);
             sl[ax] = (last.max(0) as usize, (-st) as usize, len as usize);
@@ -595,7 +695,11 @@ fn slice(cx: &mut Ctx<'_>) -> Result<Outcome> {
         for _ in 0..total {
             let mut src = 0;
             for d in 0..out.len() {
-                let k = if reversed.contains(&d) { out[d] - 1 - idx[d] } else { idx[d] };
+                let k = if reversed.contains(&d) {
+                    out[d] - 1 - idx[d]
+                } else {
+                    idx[d]
+                };
                 src += (sl[d].0 + k * sl[d].1) * st[d];
             }
             order.push(src);
@@ -635,15 +739,28 @@ fn gather(cx: &mut Ctx<'_>) -> Result<Outcome> {
         idx.push(w as usize);
     }
     if let Some(t) = cx.konst(0) {
-        return Ok(Outcome::Folded(vec![fold::gather(&t, ax, &idx, &idx_t.shape)]));
+        return Ok(Outcome::Folded(vec![fold::gather(
+            &t,
+            ax,
+            &idx,
+            &idx_t.shape,
+        )]));
     }
     let mut out = x[..ax].to_vec();
     out.extend_from_slice(&idx_t.shape);
     out.extend_from_slice(&x[ax + 1..]);
     if idx.len() > 4096 {
-        return Err(n.unsupported(format!("{} constant indices (at most 4096 without a gather emitter)", idx.len())));
+        return Err(n.unsupported(format!(
+            "{} constant indices (at most 4096 without a gather emitter)",
+            idx.len()
+        )));
     }
-    step(cx, Kind::Gather { axis: ax, idx }, vec![cx.operand(0)?], vec![out])
+    step(
+        cx,
+        Kind::Gather { axis: ax, idx },
+        vec![cx.operand(0)?],
+        vec![out],
+    )
 }
 
 /// Whether `v` is a constant scalar (one element).

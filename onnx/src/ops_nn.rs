@@ -32,7 +32,11 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             }
             let mut out = x.clone();
             out[2..].iter_mut().for_each(|d| *d = 1);
-            let r = if op == "GlobalMaxPool" { ReduceOp::Max } else { ReduceOp::Mean };
+            let r = if op == "GlobalMaxPool" {
+                ReduceOp::Max
+            } else {
+                ReduceOp::Mean
+            };
             step(cx, Kind::GlobalPool(r), vec![cx.operand(0)?], vec![out])
         }
         "BatchNormalization" => batchnorm(cx),
@@ -47,7 +51,8 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         "LayerNormalization" => {
             let x = cx.shape(0)?;
-            let a = axis(n.int("axis", -1)?, x.len()).ok_or_else(|| n.invalid("axis out of range"))?;
+            let a =
+                axis(n.int("axis", -1)?, x.len()).ok_or_else(|| n.invalid("axis out of range"))?;
             let cols: usize = x[a..].iter().product();
             let eps = n.float("epsilon", 1e-5)?;
             if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
@@ -58,7 +63,11 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 if cx.has(i) {
                     let c = cx.need_const(i, if i == 1 { "scale" } else { "B" })?;
                     if c.len() != cols {
-                        return Err(n.unsupported(format!("a {} of shape {:?} (only one value per normalised element)", if i == 1 { "scale" } else { "bias" }, c.shape)));
+                        return Err(n.unsupported(format!(
+                            "a {} of shape {:?} (only one value per normalised element)",
+                            if i == 1 { "scale" } else { "bias" },
+                            c.shape
+                        )));
                     }
                     let mut c = (*c).clone();
                     c.shape = vec![cols];
@@ -73,31 +82,47 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
         "Gemm" => gemm(cx),
         "MatMul" => {
             let (a, b) = (cx.shape(0)?, cx.shape(1)?);
-            let out = matmul_shape(&a, &b).ok_or_else(|| n.invalid(format!("shapes {a:?} and {b:?} do not multiply")))?;
+            let out = matmul_shape(&a, &b)
+                .ok_or_else(|| n.invalid(format!("shapes {a:?} and {b:?} do not multiply")))?;
             elems(&out, n)?;
             let ins = vec![cx.operand(0)?, cx.operand(1)?];
-            step(cx, Kind::MatMul { a_t: false, bias: None }, ins, vec![out])
+            step(
+                cx,
+                Kind::MatMul {
+                    a_t: false,
+                    bias: None,
+                },
+                ins,
+                vec![out],
+            )
         }
         "Softmax" | "LogSoftmax" => {
             let x = cx.shape(0)?;
             let r = x.len();
             let log = op == "LogSoftmax";
             let default = if cx.opset < 13 { 1 } else { -1 };
-            let a = axis(n.int("axis", default)?, r.max(1)).ok_or_else(|| n.invalid("axis out of range"))?;
+            let a = axis(n.int("axis", default)?, r.max(1))
+                .ok_or_else(|| n.invalid("axis out of range"))?;
             // Before opset 13: the input flattened to 2-D at `axis`; from 13: along `axis`.
             let cols = if cx.opset < 13 {
                 x[a..].iter().product()
             } else if a + 1 == r || x[a + 1..].iter().all(|&d| d == 1) {
                 x[a]
             } else {
-                return Err(n.unsupported(format!("axis {a} of a rank-{r} tensor (only the last non-unit axis)")));
+                return Err(n.unsupported(format!(
+                    "axis {a} of a rank-{r} tensor (only the last non-unit axis)"
+                )));
             };
-            step(cx, Kind::Softmax { log, cols }, vec![cx.operand(0)?], vec![x])
+            step(
+                cx,
+                Kind::Softmax { log, cols },
+                vec![cx.operand(0)?],
+                vec![x],
+            )
         }
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" => reduce(cx),
-        "Relu" | "LeakyRelu" | "PRelu" | "Elu" | "Selu" | "Clip" | "Sign" | "Shrink" | "HardSigmoid" | "Neg" => {
-            activation(cx)
-        }
+        "Relu" | "LeakyRelu" | "PRelu" | "Elu" | "Selu" | "Clip" | "Sign" | "Shrink"
+        | "HardSigmoid" | "Neg" => activation(cx),
         _ => Err(n.unsupported("this operator is not supported")),
     }
 }
@@ -129,7 +154,8 @@ fn erf(x: f64) -> f64 {
                         + t * (-0.186_288_06
                             + t * (0.278_868_07
                                 + t * (-1.135_203_98
-                                    + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
             .exp();
     if x >= 0.0 { y } else { -y }
 }
@@ -142,7 +168,16 @@ fn unary(cx: &mut Ctx<'_>, (f, host): (ActFn, fn(f64) -> f64)) -> Result<Outcome
     }
     let x = cx.shape(0)?;
     let ins = vec![cx.operand(0)?];
-    step(cx, Kind::Act { f, scale: 1.0, bias: 0.0 }, ins, vec![x])
+    step(
+        cx,
+        Kind::Act {
+            f,
+            scale: 1.0,
+            bias: 0.0,
+        },
+        ins,
+        vec![x],
+    )
 }
 
 fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
@@ -152,10 +187,34 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
         return Err(n.unsupported("a constant input (fold it before export)"));
     }
     let xo = cx.operand(0)?;
-    let konst = |v: f32| Operand::Const(Arc::new(HostTensor::floats(Elem::F32, vec![], vec![f64::from(v)])));
+    let konst = |v: f32| {
+        Operand::Const(Arc::new(HostTensor::floats(
+            Elem::F32,
+            vec![],
+            vec![f64::from(v)],
+        )))
+    };
     match n.op.as_str() {
-        "Relu" => step(cx, Kind::Act { f: ActFn::Relu, scale: 1.0, bias: 0.0 }, vec![xo], vec![x]),
-        "Neg" => step(cx, Kind::Act { f: ActFn::Identity, scale: -1.0, bias: 0.0 }, vec![xo], vec![x]),
+        "Relu" => step(
+            cx,
+            Kind::Act {
+                f: ActFn::Relu,
+                scale: 1.0,
+                bias: 0.0,
+            },
+            vec![xo],
+            vec![x],
+        ),
+        "Neg" => step(
+            cx,
+            Kind::Act {
+                f: ActFn::Identity,
+                scale: -1.0,
+                bias: 0.0,
+            },
+            vec![xo],
+            vec![x],
+        ),
         "LeakyRelu" => {
             let a = n.float("alpha", 0.01)?;
             step(cx, Kind::PRelu, vec![xo, konst(a)], vec![x])
@@ -164,9 +223,12 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
             let s = cx.shape(1)?;
             // Before opset 7 the slope broadcast "unidirectionally" with a legacy rule for
             // [C]-shaped slopes on NCHW inputs: a [C] slope is per channel.
-            let slope = if cx.opset < 7 && s.len() == 1 && x.len() >= 2 && s[0] == x[1] && s[0] != 1 {
+            let slope = if cx.opset < 7 && s.len() == 1 && x.len() >= 2 && s[0] == x[1] && s[0] != 1
+            {
                 let mut t = (*cx.need_const(1, "slope")?).clone();
-                t.shape = std::iter::once(s[0]).chain(std::iter::repeat_n(1, x.len() - 2)).collect();
+                t.shape = std::iter::once(s[0])
+                    .chain(std::iter::repeat_n(1, x.len() - 2))
+                    .collect();
                 Operand::Const(Arc::new(t))
             } else {
                 cx.operand(1)?
@@ -191,19 +253,36 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         "Clip" => {
             let (lo, hi) = if cx.opset < 11 {
-                (n.floats("min")?.map(|v| v[0]).or(Some(n.float("min", f32::NEG_INFINITY)?)), Some(n.float("max", f32::INFINITY)?))
+                (
+                    n.floats("min")?
+                        .map(|v| v[0])
+                        .or(Some(n.float("min", f32::NEG_INFINITY)?)),
+                    Some(n.float("max", f32::INFINITY)?),
+                )
             } else {
                 let get = |i: usize| -> Result<Option<f32>> {
                     if !cx.has(i) {
                         return Ok(None);
                     }
-                    scalar(cx.ins[i].as_ref()).map(Some).ok_or_else(|| n.unsupported("bounds computed at run time"))
+                    scalar(cx.ins[i].as_ref())
+                        .map(Some)
+                        .ok_or_else(|| n.unsupported("bounds computed at run time"))
                 };
                 (get(1)?, get(2)?)
             };
             let lo = lo.filter(|v| *v != f32::NEG_INFINITY);
             let hi = hi.filter(|v| *v != f32::INFINITY);
-            step(cx, Kind::Clip { lo, hi, scale: 1.0, bias: 0.0 }, vec![xo], vec![x])
+            step(
+                cx,
+                Kind::Clip {
+                    lo,
+                    hi,
+                    scale: 1.0,
+                    bias: 0.0,
+                },
+                vec![xo],
+                vec![x],
+            )
         }
         "Sign" => step(cx, Kind::Sign, vec![xo], vec![x]),
         "Shrink" => {
@@ -218,7 +297,17 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
             // HardSigmoid: max(0, min(1, alpha·x + beta)).
             let alpha = n.float("alpha", 0.2)?;
             let beta = n.float("beta", 0.5)?;
-            step(cx, Kind::Clip { lo: Some(0.0), hi: Some(1.0), scale: alpha, bias: beta }, vec![xo], vec![x])
+            step(
+                cx,
+                Kind::Clip {
+                    lo: Some(0.0),
+                    hi: Some(1.0),
+                    scale: alpha,
+                    bias: beta,
+                },
+                vec![xo],
+                vec![x],
+            )
         }
     }
 }
@@ -249,7 +338,11 @@ fn pads_for(n: &Node, x: &[usize], ek: &[usize], s: &[usize]) -> Result<Vec<usiz
                 let out = x[i].div_ceil(s[i]);
                 let total = ((out - 1) * s[i] + ek[i]).saturating_sub(x[i]);
                 let small = total / 2;
-                let (b, e) = if auto == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
+                let (b, e) = if auto == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
                 p[i] = b;
                 p[i + k] = e;
             }
@@ -264,10 +357,17 @@ fn conv(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let x = cx.shape(0)?;
     let w = cx.need_const(1, "W")?;
     if x.len() != 4 && x.len() != 3 {
-        return Err(n.unsupported(format!("a rank-{} input (1-D and 2-D convolutions)", x.len())));
+        return Err(n.unsupported(format!(
+            "a rank-{} input (1-D and 2-D convolutions)",
+            x.len()
+        )));
     }
     if w.shape.len() != x.len() {
-        return Err(n.invalid(format!("W has shape {:?} for an input of rank {}", w.shape, x.len())));
+        return Err(n.invalid(format!(
+            "W has shape {:?} for an input of rank {}",
+            w.shape,
+            x.len()
+        )));
     }
     let k = x.len() - 2;
     let ks: Vec<usize> = w.shape[2..].to_vec();
@@ -276,12 +376,19 @@ fn conv(cx: &mut Ctx<'_>) -> Result<Outcome> {
     if s.contains(&0) || d.contains(&0) {
         return Err(n.invalid("a stride or dilation of 0"));
     }
-    let ek: Vec<usize> = ks.iter().zip(&d).map(|(&kk, &dd)| (kk.max(1) - 1) * dd + 1).collect();
+    let ek: Vec<usize> = ks
+        .iter()
+        .zip(&d)
+        .map(|(&kk, &dd)| (kk.max(1) - 1) * dd + 1)
+        .collect();
     let p = pads_for(n, &x[2..], &ek, &s)?;
     let g = n.int("group", 1)?.max(1) as usize;
     let (o, cg) = (w.shape[0], w.shape[1]);
     if cg * g != x[1] || o % g != 0 {
-        return Err(n.invalid(format!("W {:?} and group {g} do not fit {} input channels", w.shape, x[1])));
+        return Err(n.invalid(format!(
+            "W {:?} and group {g} do not fit {} input channels",
+            w.shape, x[1]
+        )));
     }
     let mut out = vec![x[0], o];
     for i in 0..k {
@@ -291,24 +398,49 @@ fn conv(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         out.push((span - ek[i]) / s[i] + 1);
     }
-    let b = if cx.has(2) { Some(cx.need_const(2, "B")?) } else { None };
+    let b = if cx.has(2) {
+        Some(cx.need_const(2, "B")?)
+    } else {
+        None
+    };
     if b.as_ref().is_some_and(|b| b.len() != o) {
         return Err(n.invalid("B must have one value per output channel"));
     }
     let (cfg, w) = if k == 2 {
         (
-            Conv2dConfig { stride: (s[0], s[1]), pads: [p[0], p[1], p[2], p[3]], dilation: (d[0], d[1]), groups: g },
+            Conv2dConfig {
+                stride: (s[0], s[1]),
+                pads: [p[0], p[1], p[2], p[3]],
+                dilation: (d[0], d[1]),
+                groups: g,
+            },
             w,
         )
     } else {
         let mut w2 = (*w).clone();
         w2.shape = vec![o, cg, 1, ks[0]];
         (
-            Conv2dConfig { stride: (1, s[0]), pads: [0, p[0], 0, p[1]], dilation: (1, d[0]), groups: g },
+            Conv2dConfig {
+                stride: (1, s[0]),
+                pads: [0, p[0], 0, p[1]],
+                dilation: (1, d[0]),
+                groups: g,
+            },
             Arc::new(w2),
         )
     };
-    step(cx, Kind::Conv { cfg, w, b, relu: false, bn: false }, vec![cx.operand(0)?], vec![out])
+    step(
+        cx,
+        Kind::Conv {
+            cfg,
+            w,
+            b,
+            relu: false,
+            bn: false,
+        },
+        vec![cx.operand(0)?],
+        vec![out],
+    )
 }
 
 fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
@@ -317,7 +449,9 @@ fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
     if x.len() != 4 {
         return Err(n.unsupported(format!("a rank-{} input (2-D pooling only)", x.len())));
     }
-    let ks = n.ints("kernel_shape")?.ok_or_else(|| n.invalid("no kernel_shape"))?;
+    let ks = n
+        .ints("kernel_shape")?
+        .ok_or_else(|| n.invalid("no kernel_shape"))?;
     let ks = dims(&ks, n)?;
     if ks.len() != 2 || ks.contains(&0) {
         return Err(n.invalid("kernel_shape must have 2 positive values"));
@@ -342,7 +476,9 @@ fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         PoolKind::Max
     } else {
-        PoolKind::Average { count_include_pad: n.int("count_include_pad", 0)? != 0 }
+        PoolKind::Average {
+            count_include_pad: n.int("count_include_pad", 0)? != 0,
+        }
     };
     let mut out = vec![x[0], x[1]];
     for i in 0..2 {
@@ -352,7 +488,12 @@ fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         out.push((span - ks[i]) / s[i] + 1);
     }
-    let cfg = Pool2dConfig { kind, kernel: (ks[0], ks[1]), stride: (s[0], s[1]), pads: [p[0], p[1], p[2], p[3]] };
+    let cfg = Pool2dConfig {
+        kind,
+        kernel: (ks[0], ks[1]),
+        stride: (s[0], s[1]),
+        pads: [p[0], p[1], p[2], p[3]],
+    };
     step(cx, Kind::Pool(cfg), vec![cx.operand(0)?], vec![out])
 }
 
@@ -374,16 +515,31 @@ fn batchnorm(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         Ok(t.as_f64())
     };
-    let (g, b, m, v) = (get(1, "scale")?, get(2, "B")?, get(3, "mean")?, get(4, "var")?);
+    let (g, b, m, v) = (
+        get(1, "scale")?,
+        get(2, "B")?,
+        get(3, "mean")?,
+        get(4, "var")?,
+    );
     // y = (x − mean) / sqrt(var + eps) · scale + B = x·a + (B − mean·a).
-    let a: Vec<f64> = (0..c).map(|i| f64::from((g[i] / (v[i] + eps).sqrt()) as f32)).collect();
-    let sh: Vec<f64> = (0..c).map(|i| f64::from((b[i] - m[i] * a[i]) as f32)).collect();
+    let a: Vec<f64> = (0..c)
+        .map(|i| f64::from((g[i] / (v[i] + eps).sqrt()) as f32))
+        .collect();
+    let sh: Vec<f64> = (0..c)
+        .map(|i| f64::from((b[i] - m[i] * a[i]) as f32))
+        .collect();
     // Folded into the convolution that produced x, when x has no other reader.
     if let Some(d) = cx.dyn_id(0)
         && let Some(last) = cx.an.steps.last_mut()
         && last.outs == [d]
         && cx.an.uses.get(&cx.an.values[d].name) == Some(&1)
-        && let Kind::Conv { w, b: cb, relu: false, bn, .. } = &mut last.kind
+        && let Kind::Conv {
+            w,
+            b: cb,
+            relu: false,
+            bn,
+            ..
+        } = &mut last.kind
     {
         let o = w.shape[0];
         let per = w.len() / o.max(1);
@@ -391,8 +547,13 @@ fn batchnorm(cx: &mut Ctx<'_>) -> Result<Outcome> {
         for (i, x) in wv.iter_mut().enumerate() {
             *x = f64::from((*x * a[i / per]) as f32);
         }
-        let old_b = cb.as_ref().map(|t| t.as_f64()).unwrap_or_else(|| vec![0.0; o]);
-        let nb: Vec<f64> = (0..o).map(|i| f64::from((old_b[i] * a[i] + sh[i]) as f32)).collect();
+        let old_b = cb
+            .as_ref()
+            .map(|t| t.as_f64())
+            .unwrap_or_else(|| vec![0.0; o]);
+        let nb: Vec<f64> = (0..o)
+            .map(|i| f64::from((old_b[i] * a[i] + sh[i]) as f32))
+            .collect();
         *w = Arc::new(HostTensor::floats(w.elem, w.shape.clone(), wv));
         *cb = Some(Arc::new(HostTensor::floats(Elem::F32, vec![o], nb)));
         *bn = true;
@@ -400,7 +561,15 @@ fn batchnorm(cx: &mut Ctx<'_>) -> Result<Outcome> {
         return Ok(Outcome::Alias(x));
     }
     let mk = |v: Vec<f64>| Arc::new(HostTensor::floats(Elem::F32, vec![c], v));
-    step(cx, Kind::BatchNorm { scale: mk(a), shift: mk(sh) }, vec![cx.operand(0)?], vec![x])
+    step(
+        cx,
+        Kind::BatchNorm {
+            scale: mk(a),
+            shift: mk(sh),
+        },
+        vec![cx.operand(0)?],
+        vec![x],
+    )
 }
 
 fn gemm(cx: &mut Ctx<'_>) -> Result<Outcome> {
@@ -425,12 +594,21 @@ fn gemm(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 t2 = fold::take(&t, s, &order);
             }
             if alpha != 1.0 {
-                t2 = fold::cast(&HostTensor::floats(t2.elem, t2.shape.clone(), t2.as_f64().iter().map(|v| v * alpha).collect()), t2.elem);
+                t2 = fold::cast(
+                    &HostTensor::floats(
+                        t2.elem,
+                        t2.shape.clone(),
+                        t2.as_f64().iter().map(|v| v * alpha).collect(),
+                    ),
+                    t2.elem,
+                );
             }
             Operand::Const(Arc::new(t2))
         }
         (None, false) => cx.operand(1)?,
-        (None, true) => return Err(n.unsupported("transB or alpha ≠ 1 with B computed at run time")),
+        (None, true) => {
+            return Err(n.unsupported("transB or alpha ≠ 1 with B computed at run time"));
+        }
     };
     let bias = if cx.has(2) && beta != 0.0 {
         let c = cx.need_const(2, "C")?;
@@ -440,13 +618,25 @@ fn gemm(cx: &mut Ctx<'_>) -> Result<Outcome> {
         let c = if beta == 1.0 {
             c
         } else {
-            Arc::new(fold::cast(&HostTensor::floats(c.elem, c.shape.clone(), c.as_f64().iter().map(|v| v * beta).collect()), c.elem))
+            Arc::new(fold::cast(
+                &HostTensor::floats(
+                    c.elem,
+                    c.shape.clone(),
+                    c.as_f64().iter().map(|v| v * beta).collect(),
+                ),
+                c.elem,
+            ))
         };
         Some(Operand::Const(c))
     } else {
         None
     };
-    step(cx, Kind::MatMul { a_t: ta, bias }, vec![cx.operand(0)?, bo], vec![vec![m, nn]])
+    step(
+        cx,
+        Kind::MatMul { a_t: ta, bias },
+        vec![cx.operand(0)?, bo],
+        vec![vec![m, nn]],
+    )
 }
 
 /// NumPy matmul's shape rule.
@@ -454,8 +644,16 @@ pub(crate) fn matmul_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
-    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (kb, nn) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if k != kb {
@@ -493,7 +691,13 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let out: Vec<usize> = x
         .iter()
         .enumerate()
-        .filter_map(|(i, &d)| if axes.contains(&i) { keep.then_some(1) } else { Some(d) })
+        .filter_map(|(i, &d)| {
+            if axes.contains(&i) {
+                keep.then_some(1)
+            } else {
+                Some(d)
+            }
+        })
         .collect();
     let op = match n.op.as_str() {
         "ReduceMean" => ReduceOp::Mean,
@@ -504,7 +708,12 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
     if cx.konst(0).is_some() {
         return Err(n.unsupported("a constant input (fold it before export)"));
     }
-    step(cx, Kind::Reduce { op, axes }, vec![cx.operand(0)?], vec![out])
+    step(
+        cx,
+        Kind::Reduce { op, axes },
+        vec![cx.operand(0)?],
+        vec![out],
+    )
 }
 
 /// `Pad` (constant mode).
@@ -517,12 +726,24 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
         return Err(n.unsupported(format!("mode '{mode}'")));
     }
     let (p, value, axes) = if cx.opset < 11 {
-        let p = n.ints("pads")?.or(n.ints("paddings")?).ok_or_else(|| n.invalid("no pads"))?;
+        let p = n
+            .ints("pads")?
+            .or(n.ints("paddings")?)
+            .ok_or_else(|| n.invalid("no pads"))?;
         (p, n.float("value", 0.0)?, None)
     } else {
         let p = cx.need_const(1, "pads")?.as_i64();
-        let v = if cx.has(2) { scalar(cx.ins[2].as_ref()).ok_or_else(|| n.unsupported("a pad value computed at run time"))? } else { 0.0 };
-        let axes = if cx.has(3) { Some(norm_axes(&cx.need_const(3, "axes")?.as_i64(), r, n)?) } else { None };
+        let v = if cx.has(2) {
+            scalar(cx.ins[2].as_ref())
+                .ok_or_else(|| n.unsupported("a pad value computed at run time"))?
+        } else {
+            0.0
+        };
+        let axes = if cx.has(3) {
+            Some(norm_axes(&cx.need_const(3, "axes")?.as_i64(), r, n)?)
+        } else {
+            None
+        };
         (p, v, axes)
     };
     let axes = axes.unwrap_or_else(|| (0..r).collect());
@@ -565,8 +786,20 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
             }
         }
         let res = HostTensor::floats(t.elem, out, v);
-        let res = if t.elem.is_float() { fold::cast(&res, t.elem) } else { HostTensor { data: Data::I(res.as_i64()), ..res } };
+        let res = if t.elem.is_float() {
+            fold::cast(&res, t.elem)
+        } else {
+            HostTensor {
+                data: Data::I(res.as_i64()),
+                ..res
+            }
+        };
         return Ok(Outcome::Folded(vec![res]));
     }
-    step(cx, Kind::Pad { pads, value }, vec![cx.operand(0)?], vec![out])
+    step(
+        cx,
+        Kind::Pad { pads, value },
+        vec![cx.operand(0)?],
+        vec![out],
+    )
 }

@@ -22,7 +22,11 @@ impl Arena {
     /// Allocates `n` elements (rounded up to [`ALIGN`]); returns the offset.
     pub(crate) fn alloc(&mut self, n: usize) -> usize {
         let n = n.max(1).div_ceil(ALIGN) * ALIGN;
-        let hit = self.free.iter().find(|(_, len)| **len >= n).map(|(&s, &l)| (s, l));
+        let hit = self
+            .free
+            .iter()
+            .find(|(_, len)| **len >= n)
+            .map(|(&s, &l)| (s, l));
         if let Some((s, l)) = hit {
             self.free.remove(&s);
             if l > n {

@@ -151,7 +151,9 @@ impl HostTensor {
             return invalid!("{what}: unsupported element type {code}");
         };
         if t.data_location == Some(1) {
-            return invalid!("{what}: external data is not supported (save the model with its weights inside)");
+            return invalid!(
+                "{what}: external data is not supported (save the model with its weights inside)"
+            );
         }
         let mut shape = Vec::with_capacity(t.dims.len());
         for &d in &t.dims {
