@@ -59,7 +59,7 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             } else {
                 (x.clone(), out.clone())
             };
-            conv::conv2d(&mut lw.k, &y4, &x4, &wv, bv.as_ref(), cfg).map_err(kerr)?;
+            conv_banded(lw, &y4, &x4, &wv, bv.as_ref(), cfg)?;
             if *relu {
                 act(lw, &out, &out, ActFn::Relu, 1.0, 0.0)?;
             }
@@ -307,6 +307,52 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
                 copy(lw, &dst, &x)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Bytes per partition of one padded input plane above which a convolution runs in bands of
+/// output rows (the library keeps a whole padded plane per channel chunk in SBUF).
+const BAND_BYTES: usize = 64 << 10;
+
+/// `conv2d`, in bands of output rows when the padded input plane is large: each band reads
+/// the input rows it needs (a slice of `x`) with the padding that falls inside it.
+fn conv_banded(
+    lw: &mut Lower<'_>,
+    y: &View,
+    x: &View,
+    w: &View,
+    b: Option<&View>,
+    cfg: &conv::Conv2dConfig,
+) -> Result<()> {
+    let (xs, ys, ws) = (x.shape(), y.shape(), w.shape());
+    let (h, wd, oh) = (xs[2], xs[3], ys[2]);
+    let [pt, pl, _, pr] = cfg.pads;
+    let (s, d) = (cfg.stride.0, cfg.dilation.0);
+    let ek = (ws[2].max(1) - 1) * d + 1;
+    let row = (wd + pl + pr) * x.dtype().size();
+    let rows_in = |r: usize| (r.max(1) - 1) * s + ek;
+    if rows_in(oh) * row <= BAND_BYTES || oh <= 1 {
+        return conv::conv2d(&mut lw.k, y, x, w, b, cfg).map_err(kerr);
+    }
+    let mut band = oh;
+    while band > 1 && rows_in(band) * row > BAND_BYTES {
+        band = band.div_ceil(2);
+    }
+    let mut r0 = 0;
+    while r0 < oh {
+        let r1 = (r0 + band).min(oh);
+        let a = (r0 * s) as i64 - pt as i64;
+        let e = ((r1 - 1) * s + ek) as i64 - pt as i64;
+        let (lo, hi) = (a.max(0) as usize, (e.min(h as i64)).max(0) as usize);
+        let top = (-a).max(0) as usize;
+        let bottom = (e - h as i64).max(0) as usize;
+        let mut c = *cfg;
+        c.pads = [top, pl, bottom, pr];
+        let xb = x.slice(2, lo..hi.max(lo)).map_err(kerr)?;
+        let yb = y.slice(2, r0..r1).map_err(kerr)?;
+        conv::conv2d(&mut lw.k, &yb, &xb, w, b, &c).map_err(kerr)?;
+        r0 = r1;
     }
     Ok(())
 }
