@@ -125,7 +125,11 @@ impl Lower<'_> {
             .temp
             .as_ref()
             .ok_or_else(|| Error::Kernel("no temporary arena".into()))?;
-        t.slice(0, off..off + n)
+        let len = shape.iter().product::<usize>().max(1);
+        if len > n {
+            return Err(Error::Kernel("temporary too small".into()));
+        }
+        t.slice(0, off..off + len)
             .and_then(|v| v.reshape(&kshape(shape)))
             .map_err(kerr)
     }

@@ -121,6 +121,14 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             )
         }
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" => reduce(cx),
+        "Gelu" => {
+            let f = match n.string("approximate", "none")?.as_str() {
+                "none" => (ActFn::GeluErf, gelu as fn(f64) -> f64),
+                "tanh" => (ActFn::Gelu, gelu_tanh as fn(f64) -> f64),
+                a => return Err(n.unsupported(format!("approximate = '{a}'"))),
+            };
+            unary(cx, f)
+        }
         "Relu" | "LeakyRelu" | "PRelu" | "Elu" | "Selu" | "Clip" | "Sign" | "Shrink"
         | "HardSigmoid" | "Neg" => activation(cx),
         _ => Err(n.unsupported("this operator is not supported")),
@@ -141,6 +149,14 @@ fn unary_fn(op: &str) -> Option<(ActFn, fn(f64) -> f64)> {
         "Erf" => (ActFn::Erf, erf),
         _ => return None,
     })
+}
+
+fn gelu(x: f64) -> f64 {
+    0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2))
+}
+
+fn gelu_tanh(x: f64) -> f64 {
+    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044_715 * x * x * x)).tanh())
 }
 
 fn erf(x: f64) -> f64 {
@@ -254,9 +270,7 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
         "Clip" => {
             let (lo, hi) = if cx.opset < 11 {
                 (
-                    n.floats("min")?
-                        .map(|v| v[0])
-                        .or(Some(n.float("min", f32::NEG_INFINITY)?)),
+                    Some(n.float("min", f32::NEG_INFINITY)?),
                     Some(n.float("max", f32::INFINITY)?),
                 )
             } else {
