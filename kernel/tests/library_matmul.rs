@@ -58,6 +58,7 @@ fn check_with(
     let opts = matmul::MatmulOpts {
         a_transposed,
         schedule,
+        b_transposed: false,
     };
     let p = matmul::build(m, kd, n, dt, out, &opts).unwrap();
     let av = values(m * kd, dt, 1 + m as u64);

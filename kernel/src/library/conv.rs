@@ -139,17 +139,23 @@ fn dims4(v: &View, role: &str, layout: &str) -> Result<[usize; 4], Error> {
 }
 
 /// The validated problem.
-struct Geometry {
-    n: usize,
-    c: usize,
-    o: usize,
-    kh: usize,
-    kw: usize,
-    oh: usize,
-    ow: usize,
-    cig: usize,
-    cog: usize,
-    cfg: Conv2dConfig,
+pub(crate) struct Geometry {
+    pub(crate) n: usize,
+    pub(crate) c: usize,
+    pub(crate) o: usize,
+    pub(crate) kh: usize,
+    pub(crate) kw: usize,
+    pub(crate) oh: usize,
+    pub(crate) ow: usize,
+    pub(crate) cig: usize,
+    pub(crate) cog: usize,
+    pub(crate) cfg: Conv2dConfig,
+    /// Input rows and columns land `up` apart in the padded tile (zeros between: a
+    /// transposed convolution's stride); `(1, 1)` for a convolution.
+    pub(crate) up: (usize, usize),
+    /// Weights as a transposed convolution stores them, `[C, O/groups, KH, KW]`, applied
+    /// flipped (tap `t` reads tap `KH·KW − 1 − t`).
+    pub(crate) flip: bool,
 }
 
 impl Geometry {
@@ -188,7 +194,9 @@ impl Geometry {
 /// Emits `y = conv2d(x, w) (+ b)` into `k` (see the module documentation): HBM views
 /// `x [N, C, H, W]`, `w [O, C/groups, KH, KW]` (the same float dtype), `bias [O]` (any float
 /// dtype), `y [N, O, OH, OW]` (any float dtype); `w` and `bias` contiguous (they are
-/// reshaped), the others any views.
+/// reshaped), the others any views. 1-D convolutions take 3-D `x [N, C, L]`,
+/// `w [O, C/groups, K]`, `y [N, O, OL]`, computed as `H = 1` (so `cfg` has stride and
+/// dilation 1 and no padding along H; the W entries are the 1-D ones).
 pub fn conv2d(
     k: &mut Kernel,
     y: &View,
@@ -197,6 +205,15 @@ pub fn conv2d(
     bias: Option<&View>,
     cfg: &Conv2dConfig,
 ) -> Result<(), Error> {
+    if x.rank() == 3 && w.rank() == 3 && y.rank() == 3 {
+        // 1-D: as H = 1 (`cfg` then has stride, dilation 1 and no padding along H).
+        let up = |v: &View| {
+            let mut u = v.clone();
+            u.dims.insert(2, crate::view::Dim { size: 1, stride: 1 });
+            u
+        };
+        return conv2d(k, &up(y), &up(x), &up(w), bias, cfg);
+    }
     let [n, c, h, wd] = dims4(x, "x", "[N, C, H, W]")?;
     let [o, cig, kh, kw] = dims4(w, "w", "[O, C/groups, KH, KW]")?;
     let g = cfg.groups;
@@ -248,12 +265,27 @@ pub fn conv2d(
         cig,
         cog: o / g,
         cfg: *cfg,
+        up: (1, 1),
+        flip: false,
     };
+    run(k, &geo, y, x, w, bias)
+}
+
+/// Runs a validated convolution (see [`Geometry`]).
+pub(crate) fn run(
+    k: &mut Kernel,
+    geo: &Geometry,
+    y: &View,
+    x: &View,
+    w: &View,
+    bias: Option<&View>,
+) -> Result<(), Error> {
+    let cig = geo.cig;
     k.scope(|k| {
         if cig == 1 {
-            depthwise(k, &geo, y, x, w, bias)
+            depthwise(k, geo, y, x, w, bias)
         } else {
-            matmul_conv(k, &geo, y, x, w, bias)
+            matmul_conv(k, geo, y, x, w, bias)
         }
     })
 }
@@ -309,7 +341,7 @@ fn load_padded(
     let [pt, pl, _, _] = geo.cfg.pads;
     let xp = pool.next(k)?.slice(0, 0..cn)?;
     let src = x.select(0, img)?.slice(0, c0..c0 + cn)?;
-    load_padded_planes(k, &xp, &src, (pt, pl), 0.0)?;
+    load_padded_planes(k, &xp, &src, (pt, pl), geo.up, 0.0)?;
     Ok(xp)
 }
 
@@ -335,6 +367,7 @@ pub(crate) fn load_padded_planes(
     dst: &View,
     src: &View,
     (pt, pl): (usize, usize),
+    (uh, uw): (usize, usize),
     fill: f64,
 ) -> Result<(), Error> {
     let (parts, hp, wp) = match dst.shape()[..] {
@@ -357,10 +390,36 @@ pub(crate) fn load_padded_planes(
             ));
         }
     };
-    let hn = h.min(hp.saturating_sub(pt));
-    let wn = w.min(wp.saturating_sub(pl));
-    if hn < hp || wn < wp {
+    let (uh, uw) = (uh.max(1), uw.max(1));
+    let hn = h.min(hp.saturating_sub(pt).div_ceil(uh));
+    let wn = w.min(wp.saturating_sub(pl).div_ceil(uw));
+    if uh > 1 || uw > 1 || hn == 0 || wn == 0 {
         k.memset(dst, fill)?;
+    } else if hn < hp || wn < wp {
+        // Only the border (top, bottom, left, right strips) when that is cheaper than the
+        // whole tile under the cost rule (`N + 60`, `+ 100` for `N ≤ 128`).
+        let (ph, pw) = (hp - pt - hn, wp - pl - wn);
+        let strips = [
+            (0..pt, 0..wp),
+            (pt + hn..hp, 0..wp),
+            (pt..pt + hn, 0..pl),
+            (pt..pt + hn, pl + wn..wp),
+        ];
+        let cost = |n: usize| n + 60 + if n <= 128 { 100 } else { 0 };
+        let border: usize = [pt * wp, ph * wp, hn * pl, hn * pw]
+            .iter()
+            .filter(|&&n| n > 0)
+            .map(|&n| cost(n))
+            .sum();
+        if border < cost(hp * wp) {
+            for (rows, cols) in strips {
+                if !rows.is_empty() && !cols.is_empty() {
+                    k.memset(&dst.slice(1, rows)?.slice(2, cols)?, fill)?;
+                }
+            }
+        } else {
+            k.memset(dst, fill)?;
+        }
     }
     if hn == 0 || wn == 0 {
         return Ok(());
@@ -369,7 +428,9 @@ pub(crate) fn load_padded_planes(
         let stage = k.sbuf_tile("padded_load_stage", src.dtype(), &[parts, h, w])?;
         k.dma_copy(&stage, src)?;
         k.emit(TensorCopy {
-            dst: &dst.slice(1, pt..pt + hn)?.slice(2, pl..pl + wn)?,
+            dst: &dst
+                .slice_step(1, pt..pt + (hn - 1) * uh + 1, uh)?
+                .slice_step(2, pl..pl + (wn - 1) * uw + 1, uw)?,
             src: &stage.slice(1, 0..hn)?.slice(2, 0..wn)?,
             engine: Some(EngineId::GpSimd),
         })
@@ -418,6 +479,33 @@ fn matmul_conv(
             let mut tiles = Vec::new();
             for &(_, cn) in &ci_chunks {
                 tiles.push(k.sbuf_tile("conv_w", dt, &[cn, t, on])?);
+            }
+            if geo.flip {
+                // [C, O/g, taps] as stored: rows are input channels, so each tap's [cn, on]
+                // is a strided view of a contiguous load, copied (flipped) into place.
+                let wt2 = w.reshape(&[geo.c, geo.cog * t])?;
+                for (wt, &(c0, cn)) in tiles.iter().zip(&ci_chunks) {
+                    k.scope(|k| {
+                        let raw = k.sbuf_tile("conv_w_raw", dt, &[cn, on, t])?;
+                        let rows = g * geo.cig + c0;
+                        k.dma_copy(
+                            &raw.reshape(&[cn, on * t])?,
+                            &wt2.slice(0, rows..rows + cn)?
+                                .slice(1, o0 * t..(o0 + on) * t)?,
+                        )?;
+                        for tap in 0..t {
+                            k.emit(TensorCopy {
+                                dst: &wt.select(1, tap)?,
+                                src: &raw.select(2, t - 1 - tap)?,
+                                engine: Some(EngineId::Scalar),
+                            })?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                per_co.push(tiles);
+                per_co_b.push(load_bias(k, bias, ob, on)?);
+                continue;
             }
             k.scope(|k| {
                 // [on, cig, taps] as stored; a tap's [on, cn] is a strided view of it,
@@ -598,7 +686,8 @@ fn depthwise(
                             (0, geo.oh),
                             (0, geo.ow),
                         )?;
-                        let wv = wt.slice(1, j * t + tap..=j * t + tap)?;
+                        let ft = if geo.flip { t - 1 - tap } else { tap };
+                        let wv = wt.slice(1, j * t + ft..=j * t + ft)?;
                         if tap == 0 {
                             k.tensor_scalar(&acc, &win, AluOp::Mul, &wv)?;
                         } else {

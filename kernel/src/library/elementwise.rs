@@ -1,4 +1,5 @@
-//! Element-wise binary operations with NumPy broadcasting over HBM tensors of rank ≤ 4:
+//! Element-wise binary operations with NumPy broadcasting over HBM tensors of rank ≤ 4 (any
+//! rank, and `power`, through [`pointwise::binary_any`](super::pointwise::binary_any)):
 //! `out = a op b` for any [`AluOp`] the ISA's `tensor_tensor` takes.
 //!
 //! # Broadcasting
@@ -78,6 +79,13 @@ pub fn binary(k: &mut Kernel, out: &View, a: &View, b: &View, op: AluOp) -> Resu
     hbm(k, a, f, "a")?;
     hbm(k, b, f, "b")?;
     hbm_out(k, out, f, "out")?;
+    if op == AluOp::Power || [a, b, out].iter().any(|v| v.rank() > 4) {
+        // GpSimdE's power has no per-partition scalar form, and ranks above 4 need the
+        // general canonical tiling: both through `pointwise::binary_any`.
+        if broadcast_shape(&a.shape(), &b.shape()).as_deref() == Some(&out.shape()[..]) {
+            return super::pointwise::binary_any(k, out, a, b, op);
+        }
+    }
     for (v, role) in [(a, "a"), (b, "b"), (out, "out")] {
         if v.rank() == 0 || v.rank() > 4 {
             return Err(err!(

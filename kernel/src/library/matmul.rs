@@ -65,6 +65,9 @@ pub struct MatmulOpts {
     /// `a` is given as `aᵀ`, `[K, M]` (NKI's `lhsT` layout): loaded by plain copies instead of
     /// transposing DMAs.
     pub a_transposed: bool,
+    /// `b` is given as `bᵀ`, `[N, K]` (ONNX `Gemm`'s `transB`, a PyTorch `Linear` weight):
+    /// loaded by transposing DMAs instead of plain copies.
+    pub b_transposed: bool,
     /// Which schedule (see the module documentation).
     pub schedule: Schedule,
 }
@@ -115,10 +118,15 @@ pub fn matmul(
     } else {
         (sa[0], sa[1])
     };
-    if sb[0] != kd || so != [m, sb[1]] {
+    let (bk, n) = if opts.b_transposed {
+        (sb[1], sb[0])
+    } else {
+        (sb[0], sb[1])
+    };
+    if bk != kd || so != [m, n] {
         return Err(err!(
             Invalid,
-            "{f}: shapes do not chain: a {} ({}), b {}, out {} (want b [{kd}, N], out [{m}, N])",
+            "{f}: shapes do not chain: a {} ({}), b {}, out {} (want b {}, out [{m}, N])",
             a.describe(),
             if opts.a_transposed {
                 "[K, M]"
@@ -126,10 +134,14 @@ pub fn matmul(
                 "[M, K]"
             },
             b.describe(),
-            out.describe()
+            out.describe(),
+            if opts.b_transposed {
+                format!("[N, {kd}]")
+            } else {
+                format!("[{kd}, N]")
+            },
         ));
     }
-    let n = sb[1];
     let kt = kd.div_ceil(P);
     let (ds, nt) = (a.dtype().size(), N_TILE.min(n));
     // The widest block of b (columns) the resident schedule can double-buffer.
@@ -191,6 +203,28 @@ fn load_a_t(
     }
 }
 
+/// Loads `b[k0..k0 + kn, n0..n0 + nn]` into `dst` `[kn, nn]` (from `bᵀ` by a transposing
+/// DMA when `b` is given transposed).
+#[allow(clippy::too_many_arguments)]
+fn load_b(
+    k: &mut Kernel,
+    dst: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    k0: usize,
+    kn: usize,
+    n0: usize,
+    nn: usize,
+) -> Result<(), Error> {
+    if opts.b_transposed {
+        let src = b.slice(0, n0..n0 + nn)?.slice(1, k0..k0 + kn)?;
+        k.emit(DmaTranspose::new(dst, &src))
+    } else {
+        let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
+        k.emit(DmaCopy::new(dst, &src))
+    }
+}
+
 /// Copies the PSUM tile `acc` to `dst` (an SBUF view in `out`'s dtype), VectorE and ScalarE
 /// in turn.
 fn copy_out(k: &mut Kernel, turn: &mut usize, dst: &View, acc: &View) -> Result<(), Error> {
@@ -244,8 +278,7 @@ fn resident_a(
                 b_t.slice(0, 0..kn)?.select(1, i)?.slice(1, c0..c0 + cn)
             };
             for (i, (k0, kn)) in blocks(g.kd, P).enumerate() {
-                let src = b.slice(0, k0..k0 + kn)?.slice(1, w0..w0 + wn)?;
-                k.emit(DmaCopy::new(&moving(i, kn, 0, wn)?, &src))?;
+                load_b(k, &moving(i, kn, 0, wn)?, b, opts, k0, kn, w0, wn)?;
             }
             for (m0, mn) in blocks(g.m, P) {
                 // Evacuate each PSUM tile into one output tile as wide as the block: one
@@ -357,8 +390,7 @@ fn streamed(
                 let ktile = |k: &mut Kernel, i: usize, kn: usize, buf: usize| {
                     let k0 = i * P;
                     let bv = b_t[buf].slice(0, 0..kn)?.slice(1, 0..nn)?;
-                    let src = b.slice(0, k0..k0 + kn)?.slice(1, n0..n0 + nn)?;
-                    k.emit(DmaCopy::new(&bv, &src))?;
+                    load_b(k, &bv, b, opts, k0, kn, n0, nn)?;
                     for (t, &(mo, mn)) in row_tiles.iter().enumerate() {
                         k.emit(NcMatmul {
                             dst: &acc_t[t].slice(0, 0..mn)?.slice(1, 0..nn)?,
@@ -409,7 +441,8 @@ fn streamed(
 }
 
 /// A kernel `matmul` with inputs `a` `[m, kd]` (`[kd, m]` with `opts.a_transposed`) and `b`
-/// `[kd, n]` of `dtype`, and output `out` `[m, n]` of `out_dtype`.
+/// `[kd, n]` (`[n, kd]` with `opts.b_transposed`) of `dtype`, and output `out` `[m, n]` of
+/// `out_dtype`.
 pub fn build(
     m: usize,
     kd: usize,
@@ -419,9 +452,10 @@ pub fn build(
     opts: &MatmulOpts,
 ) -> Result<Program, Error> {
     let a_shape = if opts.a_transposed { [kd, m] } else { [m, kd] };
+    let b_shape = if opts.b_transposed { [n, kd] } else { [kd, n] };
     build_with(
         "matmul",
-        &[("a", dtype, &a_shape), ("b", dtype, &[kd, n])],
+        &[("a", dtype, &a_shape), ("b", dtype, &b_shape)],
         ("out", out_dtype, &[m, n]),
         |k, o, ins| matmul(k, o, &ins[0], &ins[1], opts),
     )

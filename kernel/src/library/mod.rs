@@ -1,7 +1,7 @@
-//! Complete kernels built on the operations: tiled matmul, transpose, row softmax,
-//! layernorm / rmsnorm, element-wise activations and tensor copies, broadcasting element-wise
-//! binary operations, axis reductions, scaled-dot-product attention, 2-D convolution and
-//! 2-D pooling.
+//! Complete kernels built on the operations: tiled matmul, transpose, softmax, layernorm /
+//! rmsnorm, element-wise activations and tensor copies, broadcasting element-wise operations,
+//! reductions, scaled-dot-product attention, convolutions, pooling, channel normalisations,
+//! data movement — every operator the ONNX importer lowers (docs/KERNELS.md).
 //!
 //! # One shape for every kernel
 //!
@@ -63,23 +63,42 @@
 //!
 //! # Modules
 //!
-//! Each module is independent; `util` holds the shared checks and tiling helpers.
+//! Each module is independent; `util` holds the shared checks and tiling helpers, `nary` the
+//! any-rank broadcasting tiler of the element-wise kernels. docs/KERNELS.md ("The kernel
+//! library and the ONNX operators") maps every ONNX operator the importer supports to its
+//! emitter.
 //!
 //! * [`attention`] — scaled-dot-product attention, one head or several, optionally causal;
-//! * [`conv`] — 2-D convolution (NCHW, OIHW; stride, padding, dilation, groups, bias);
-//! * [`pool`] — 2-D max and average pooling;
+//! * [`conv`] — 2-D and 1-D convolution (NCHW, OIHW; stride, padding, dilation, groups,
+//!   bias); [`conv_transpose`] — transposed convolution;
+//! * [`pool`] — 2-D and 1-D max and average pooling (dilations, `ceil_mode`), global pools;
 //! * [`activation`] — element-wise activation functions (`f(x·scale + bias)`, every
 //!   [`ActFn`](crate::ActFn)) and copies (casting when the dtypes differ) of tensors of any
 //!   rank;
-//! * [`matmul`], [`transpose`], [`softmax`], [`norm`] (layernorm, rmsnorm), [`elementwise`]
-//!   (broadcasting binary operations), [`reduce`] (axis reductions).
+//! * [`pointwise`] — ONNX's composite element-wise operators (Neg, Sign, LeakyRelu, Elu,
+//!   Selu, HardSigmoid, Clip, Shrink, …), PRelu, Where, variadic Sum / Max / Min / Mean,
+//!   any-rank binary operations, Cast;
+//! * [`matmul`], [`gemm`] (batched NumPy matmul, Gemm), [`transpose`], [`softmax`] (any
+//!   axis, log-softmax), [`norm`] (layernorm, rmsnorm), [`chnorm`] (BatchNormalization,
+//!   InstanceNormalization, LayerNormalization over any axes), [`lrn`], [`elementwise`]
+//!   (broadcasting binary operations), [`reduce`] (axis reductions, several axes at once);
+//! * [`data`] — transpose of any rank, concat, split, slice, pad, tile, expand, gather with
+//!   constant indices; [`gather`] — gather with run-time indices.
 
 pub mod activation;
 pub mod attention;
+pub mod chnorm;
 pub mod conv;
+pub mod conv_transpose;
+pub mod data;
 pub mod elementwise;
+pub mod gather;
+pub mod gemm;
+pub mod lrn;
 pub mod matmul;
+pub(crate) mod nary;
 pub mod norm;
+pub mod pointwise;
 pub mod pool;
 pub mod reduce;
 pub mod softmax;

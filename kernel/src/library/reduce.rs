@@ -308,3 +308,82 @@ pub fn build(
         |k, o, ins| reduce(k, o, &ins[0], axis, op, keepdims),
     )
 }
+
+/// Emits `out = op(x)` over several axes at once (ONNX `ReduceSum` / `ReduceMean` /
+/// `ReduceMax` / `ReduceMin` with an `axes` list; empty: every axis): `x` contiguous, any
+/// rank; `out` of `x`'s shape with the reduced axes 1 (`keepdims`) or removed (a rank-0
+/// result may be `[]` or `[1]`). Reduced axes that are one contiguous run of `x` are one
+/// [`reduce`] over `x` viewed as `[A, L, B]`; otherwise `x` is first transposed into a
+/// scratch tensor with the reduced axes last ([`data::permute`](super::data::permute), one
+/// extra pass) — either way the fold runs over the reduced elements in `x`'s row-major order,
+/// with [`reduce`]'s numerics.
+pub fn reduce_axes(
+    k: &mut Kernel,
+    out: &View,
+    x: &View,
+    axes: &[usize],
+    op: ReduceOp,
+    keepdims: bool,
+) -> Result<(), Error> {
+    let f = "reduce";
+    let s = x.shape();
+    let r = s.len();
+    let mut ax: Vec<usize> = if axes.is_empty() {
+        (0..r).collect()
+    } else {
+        axes.to_vec()
+    };
+    ax.sort_unstable();
+    ax.dedup();
+    if ax.iter().any(|&a| a >= r) {
+        return Err(err!(
+            Invalid,
+            "{f}: axes {axes:?} out of range for x {}",
+            x.describe()
+        ));
+    }
+    let kept: Vec<usize> = (0..r).filter(|d| !ax.contains(d)).map(|d| s[d]).collect();
+    let keep_shape: Vec<usize> = (0..r)
+        .map(|d| if ax.contains(&d) { 1 } else { s[d] })
+        .collect();
+    let os = out.shape();
+    let ok = if keepdims {
+        os == keep_shape
+    } else {
+        os == kept || (kept.is_empty() && os == [1])
+    };
+    if !ok {
+        return Err(err!(
+            Invalid,
+            "{f}: out {} must have shape {:?} (x {} reduced over {ax:?}, keepdims {keepdims})",
+            out.describe(),
+            if keepdims { &keep_shape } else { &kept },
+            x.describe()
+        ));
+    }
+    let run = ax.windows(2).all(|w| w[1] == w[0] + 1);
+    let (src, first) = if run {
+        (x.clone(), ax[0])
+    } else {
+        let perm: Vec<usize> = (0..r)
+            .filter(|d| !ax.contains(d))
+            .chain(ax.iter().copied())
+            .collect();
+        let ps: Vec<usize> = perm.iter().map(|&d| s[d]).collect();
+        let name = format!("{}.reduce{}", out.name(), k.tensors.len());
+        let t = (*k.scratch(&name, x.dtype(), &ps)?).clone();
+        super::data::permute(k, &t, x, &perm)?;
+        (t, kept.len())
+    };
+    let ss = src.shape();
+    let a: usize = ss[..first].iter().product();
+    let l: usize = ss[first..first + ax.len()].iter().product();
+    let b: usize = ss[first + ax.len()..].iter().product();
+    let x3 = src
+        .reshape(&[a, l, b])
+        .map_err(|e| err!(Invalid, "{f}: x must be contiguous: {}", e.message()))?;
+    let o2 = out
+        .reshape(&[a, b])
+        .map_err(|e| err!(Invalid, "{f}: out must be contiguous: {}", e.message()))?;
+    reduce(k, &o2, &x3, 1, op, false)
+}
