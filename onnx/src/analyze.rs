@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use nrt_kernel::library::conv::Conv2dConfig;
-use nrt_kernel::library::pool::Pool2dConfig;
+use nrt_kernel::library::conv_transpose::ConvTransposeConfig;
+use nrt_kernel::library::lrn::LrnOpts;
+use nrt_kernel::library::pool::{Pool2dConfig, PoolExt};
 use nrt_kernel::library::reduce::ReduceOp;
 use nrt_kernel::{ActFn, AluOp};
 
@@ -65,7 +67,17 @@ pub(crate) enum Kind {
         bn: bool,
     },
     /// `ins = [x]`.
-    Pool(Pool2dConfig),
+    Pool(Pool2dConfig, PoolExt),
+    /// `ins = [x]`; weights `[C, O/groups, KH, KW]` and bias constant.
+    ConvTranspose {
+        cfg: ConvTransposeConfig,
+        w: Arc<HostTensor>,
+        b: Option<Arc<HostTensor>>,
+    },
+    /// `ins = [x]`.
+    Lrn(LrnOpts),
+    /// `ins = [cond, a, b]`.
+    Where,
     /// `ins = [x]`: mean or max over all dimensions after the second.
     GlobalPool(ReduceOp),
     /// `ins = [a, b]` (batched, broadcasting); `bias` added after (Gemm's C).
@@ -89,8 +101,8 @@ pub(crate) enum Kind {
     Sign,
     /// `ins = [x]`: `x − bias` where `x > lambd`, `x + bias` where `x < −lambd`, else 0.
     Shrink { lambd: f32, bias: f32 },
-    /// `ins = [x]`, viewed as `[rows, cols]`.
-    Softmax { log: bool, cols: usize },
+    /// `ins = [x]`, along `axis` (before opset 13: `x` viewed as `[rows, cols]`, axis 1).
+    Softmax { log: bool, axis: usize, cols: usize },
     /// `ins = [x, gamma?, beta?]`, viewed as `[rows, cols]`.
     LayerNorm { eps: f32, cols: usize },
     /// `ins = [x, scale, bias]`: per-channel, over the spatial dimensions.
@@ -101,7 +113,11 @@ pub(crate) enum Kind {
         shift: Arc<HostTensor>,
     },
     /// `ins = [x]`: over `axes` (sorted), keeping dimensions when `keepdims`.
-    Reduce { op: ReduceOp, axes: Vec<usize> },
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+        keepdims: bool,
+    },
     /// `ins = [x]`: `out = x` permuted.
     Transpose(Vec<usize>),
     /// `ins = [x]`: `out = x` sliced.

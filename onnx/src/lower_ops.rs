@@ -3,8 +3,8 @@
 use nrt_kernel::library::activation::{self, ActOpts};
 use nrt_kernel::library::elementwise::binary;
 use nrt_kernel::library::matmul::{MatmulOpts, matmul};
-use nrt_kernel::library::reduce::reduce;
-use nrt_kernel::library::{conv, norm, pool, softmax};
+use nrt_kernel::library::reduce::{ReduceOp, reduce_axes};
+use nrt_kernel::library::{conv, conv_transpose, lrn, norm, pointwise, pool, softmax};
 use nrt_kernel::{ActFn, AluOp, DType, View};
 
 use crate::analyze::{Kind, Step};
@@ -64,13 +64,24 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
                 act(lw, &out, &out, ActFn::Relu, 1.0, 0.0)?;
             }
         }
-        Kind::Pool(cfg) => pool::pool2d(&mut lw.k, &out, &x, cfg).map_err(kerr)?,
+        Kind::Pool(cfg, ext) => pool::pool2d_ext(&mut lw.k, &out, &x, cfg, ext).map_err(kerr)?,
         Kind::GlobalPool(op) => {
-            let nc = xs[0] * xs[1];
-            let hw: usize = xs[2..].iter().product();
-            let xv = rs(&x, &[nc, hw])?;
-            let ov = rs(&out, &[nc, 1])?;
-            reduce(&mut lw.k, &ov, &xv, 1, *op, true).map_err(kerr)?;
+            pool::global_pool(&mut lw.k, &out, &x, *op == ReduceOp::Max).map_err(kerr)?
+        }
+        Kind::ConvTranspose { cfg, w, b } => {
+            let wv = lw.konst(w, lw.dt)?;
+            let bv = match b {
+                Some(b) => Some(lw.konst(b, DType::F32)?),
+                None => None,
+            };
+            conv_transpose::conv_transpose2d(&mut lw.k, &out, &x, &wv, bv.as_ref(), cfg)
+                .map_err(kerr)?;
+        }
+        Kind::Lrn(opts) => lrn::lrn(&mut lw.k, &out, &x, opts).map_err(kerr)?,
+        Kind::Where => {
+            let a = lw.operand(&s.ins[1])?;
+            let b = lw.operand(&s.ins[2])?;
+            pointwise::where_(&mut lw.k, &out, &x, &a, &b).map_err(kerr)?;
         }
         Kind::MatMul { a_t, bias } => {
             let b = lw.operand(&s.ins[1])?;
@@ -155,13 +166,14 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             bin(lw, &out, &out, &b, AluOp::Mul)?;
             bin(lw, &out, &out, &a, AluOp::Add)?;
         }
-        Kind::Softmax { log, cols } => {
-            let rows = x.elems() / cols.max(&1);
-            let xv = rs(&x, &[rows, *cols])?;
-            let ov = rs(&out, &[rows, *cols])?;
-            softmax::softmax(&mut lw.k, &ov, &xv).map_err(kerr)?;
-            if *log {
-                act(lw, &ov, &ov, ActFn::Log, 1.0, 0.0)?;
+        Kind::Softmax { log, axis, cols } => {
+            if *axis == usize::MAX {
+                let rows = x.elems() / cols.max(&1);
+                let xv = rs(&x, &[rows, *cols])?;
+                let ov = rs(&out, &[rows, *cols])?;
+                softmax::softmax_axis(&mut lw.k, &ov, &xv, 1, *log).map_err(kerr)?;
+            } else {
+                softmax::softmax_axis(&mut lw.k, &out, &x, *axis, *log).map_err(kerr)?;
             }
         }
         Kind::LayerNorm { eps, cols } => {
@@ -202,20 +214,8 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             bin(lw, &o3, &x3, &sc, AluOp::Mul)?;
             bin(lw, &o3, &o3, &sh, AluOp::Add)?;
         }
-        Kind::Reduce { op, axes } => {
-            let lo = axes.first().copied().unwrap_or(0);
-            let hi = axes.last().copied().unwrap_or(0);
-            if hi + 1 - lo != axes.len() {
-                return Err(Error::Kernel(format!(
-                    "reduction over the non-adjacent axes {axes:?}"
-                )));
-            }
-            let a: usize = xs[..lo].iter().product();
-            let l: usize = xs[lo..=hi].iter().product();
-            let b: usize = xs[hi + 1..].iter().product();
-            let xv = rs(&x, &[a, l, b])?;
-            let ov = rs(&out, &[a, b])?;
-            reduce(&mut lw.k, &ov, &xv, 1, *op, false).map_err(kerr)?;
+        Kind::Reduce { op, axes, keepdims } => {
+            reduce_axes(&mut lw.k, &out, &x, axes, *op, *keepdims).map_err(kerr)?;
         }
         Kind::Transpose(perm) => {
             let src = x.permute(perm).map_err(kerr)?;

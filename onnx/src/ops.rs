@@ -237,7 +237,16 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 let t = HostTensor::floats(Elem::F64, shape, v);
                 return Ok(Outcome::Folded(vec![fold::cast(&t, a.elem)]));
             }
-            Err(n.unsupported("a condition or values computed at run time (no select emitter yet)"))
+            let mut shape = cx.shape(0)?;
+            for i in [1, 2] {
+                let s = cx.shape(i)?;
+                shape = broadcast(&shape, &s).ok_or_else(|| {
+                    n.invalid(format!("shapes {shape:?} and {s:?} do not broadcast"))
+                })?;
+            }
+            elems(&shape, n)?;
+            let ins = vec![cx.operand(0)?, cx.operand(1)?, cx.operand(2)?];
+            step(cx, Kind::Where, ins, vec![shape])
         }
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum" | "Mean" | "Equal"
         | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => binary(cx),
@@ -431,7 +440,7 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
         return Ok(Outcome::Folded(vec![acc]));
     }
     for i in 0..cx.ins.len() {
-        if cx.has(i) && !cx.elem(i)?.is_float() {
+        if cx.has(i) && cx.dyn_id(i).is_some() && !cx.elem(i)?.is_float() {
             return Err(n.unsupported(format!(
                 "{} operands computed at run time",
                 cx.elem(i)?.name()
@@ -470,11 +479,12 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
             }
             AluOp::Power
         }
-        _ => {
-            return Err(n.unsupported(
-                "comparisons computed at run time (boolean tensors stay on the host)",
-            ));
-        }
+        // Comparisons give 1 / 0 in the compute dtype (the device has no bool).
+        "Equal" => AluOp::Equal,
+        "Less" => AluOp::Less,
+        "Greater" => AluOp::Greater,
+        "LessOrEqual" => AluOp::LessEqual,
+        _ => AluOp::GreaterEqual,
     };
     // x op scalar-constant as one activation where exact.
     if count == 2

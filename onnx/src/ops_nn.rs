@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use nrt_kernel::ActFn;
 use nrt_kernel::library::conv::Conv2dConfig;
-use nrt_kernel::library::pool::{Pool2dConfig, PoolKind};
+use nrt_kernel::library::conv_transpose::ConvTransposeConfig;
+use nrt_kernel::library::lrn::LrnOpts;
+use nrt_kernel::library::pool::{Pool2dConfig, PoolExt, PoolKind};
 use nrt_kernel::library::reduce::ReduceOp;
 
 use crate::analyze::{Ctx, Kind, Operand, Outcome};
@@ -104,22 +106,33 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             let a = axis(n.int("axis", default)?, r.max(1))
                 .ok_or_else(|| n.invalid("axis out of range"))?;
             // Before opset 13: the input flattened to 2-D at `axis`; from 13: along `axis`.
-            let cols = if cx.opset < 13 {
-                x[a..].iter().product()
-            } else if a + 1 == r || x[a + 1..].iter().all(|&d| d == 1) {
-                x[a]
+            let (axis_k, cols) = if cx.opset < 13 {
+                (usize::MAX, x[a..].iter().product())
             } else {
-                return Err(n.unsupported(format!(
-                    "axis {a} of a rank-{r} tensor (only the last non-unit axis)"
-                )));
+                (a, x[a])
             };
-            step(
-                cx,
-                Kind::Softmax { log, cols },
-                vec![cx.operand(0)?],
-                vec![x],
-            )
+            let kind = Kind::Softmax {
+                log,
+                axis: axis_k,
+                cols,
+            };
+            step(cx, kind, vec![cx.operand(0)?], vec![x])
         }
+        "LRN" => {
+            let x = cx.shape(0)?;
+            let size = n.int("size", 0)?;
+            if size < 1 {
+                return Err(n.invalid("size must be ≥ 1"));
+            }
+            let opts = LrnOpts {
+                size: size as usize,
+                alpha: n.float("alpha", 1e-4)?,
+                beta: n.float("beta", 0.75)?,
+                bias: n.float("bias", 1.0)?,
+            };
+            step(cx, Kind::Lrn(opts), vec![cx.operand(0)?], vec![x])
+        }
+        "ConvTranspose" => conv_transpose(cx),
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" => reduce(cx),
         "Gelu" => {
             let f = match n.string("approximate", "none")?.as_str() {
@@ -460,30 +473,32 @@ fn conv(cx: &mut Ctx<'_>) -> Result<Outcome> {
 fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let x = cx.shape(0)?;
-    if x.len() != 4 {
-        return Err(n.unsupported(format!("a rank-{} input (2-D pooling only)", x.len())));
+    if x.len() != 4 && x.len() != 3 {
+        return Err(n.unsupported(format!("a rank-{} input (1-D and 2-D pooling)", x.len())));
     }
+    let k = x.len() - 2;
     let ks = n
         .ints("kernel_shape")?
         .ok_or_else(|| n.invalid("no kernel_shape"))?;
     let ks = dims(&ks, n)?;
-    if ks.len() != 2 || ks.contains(&0) {
-        return Err(n.invalid("kernel_shape must have 2 positive values"));
+    if ks.len() != k || ks.contains(&0) {
+        return Err(n.invalid(format!("kernel_shape must have {k} positive values")));
     }
-    let s = spatial(n, "strides", 2, 1)?;
-    if s.contains(&0) {
-        return Err(n.invalid("a stride of 0"));
+    let s = spatial(n, "strides", k, 1)?;
+    let d = spatial(n, "dilations", k, 1)?;
+    if s.contains(&0) || d.contains(&0) {
+        return Err(n.invalid("a stride or dilation of 0"));
     }
-    if spatial(n, "dilations", 2, 1)? != [1, 1] {
-        return Err(n.unsupported("dilations other than 1"));
-    }
-    if n.int("ceil_mode", 0)? != 0 {
-        return Err(n.unsupported("ceil_mode = 1"));
-    }
+    let ceil = n.int("ceil_mode", 0)? != 0;
     if n.outputs.get(1).is_some_and(|o| !o.is_empty()) {
         return Err(n.unsupported("the Indices output"));
     }
-    let p = pads_for(n, &x[2..], &ks, &s)?;
+    let ek: Vec<usize> = ks
+        .iter()
+        .zip(&d)
+        .map(|(&kk, &dd)| (kk - 1) * dd + 1)
+        .collect();
+    let p = pads_for(n, &x[2..], &ek, &s)?;
     let kind = if n.op == "MaxPool" {
         if n.int("storage_order", 0)? != 0 {
             return Err(n.unsupported("storage_order = 1"));
@@ -494,21 +509,117 @@ fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
             count_include_pad: n.int("count_include_pad", 0)? != 0,
         }
     };
-    let mut out = vec![x[0], x[1]];
-    for i in 0..2 {
-        let span = x[2 + i] + p[i] + p[i + 2];
-        if span < ks[i] {
-            return Err(n.invalid("the kernel is larger than the padded input"));
-        }
-        out.push((span - ks[i]) / s[i] + 1);
-    }
+    // 1-D pooling as 2-D with H = 1.
+    let (ks2, s2, d2, p4, hw) = if k == 2 {
+        (
+            (ks[0], ks[1]),
+            (s[0], s[1]),
+            (d[0], d[1]),
+            [p[0], p[1], p[2], p[3]],
+            (x[2], x[3]),
+        )
+    } else {
+        (
+            (1, ks[0]),
+            (1, s[0]),
+            (1, d[0]),
+            [0, p[0], 0, p[1]],
+            (1, x[2]),
+        )
+    };
     let cfg = Pool2dConfig {
         kind,
-        kernel: (ks[0], ks[1]),
-        stride: (s[0], s[1]),
-        pads: [p[0], p[1], p[2], p[3]],
+        kernel: ks2,
+        stride: s2,
+        pads: p4,
     };
-    step(cx, Kind::Pool(cfg), vec![cx.operand(0)?], vec![out])
+    let ext = PoolExt {
+        dilation: d2,
+        ceil_mode: ceil,
+    };
+    let (oh, ow) = cfg
+        .output_size_ext(hw, &ext)
+        .map_err(|e| n.invalid(e.message()))?;
+    let out = if k == 2 {
+        vec![x[0], x[1], oh, ow]
+    } else {
+        vec![x[0], x[1], ow]
+    };
+    step(cx, Kind::Pool(cfg, ext), vec![cx.operand(0)?], vec![out])
+}
+
+fn conv_transpose(cx: &mut Ctx<'_>) -> Result<Outcome> {
+    let n = cx.node;
+    let x = cx.shape(0)?;
+    let w = cx.need_const(1, "W")?;
+    if x.len() != 4 && x.len() != 3 {
+        return Err(n.unsupported(format!("a rank-{} input (1-D and 2-D)", x.len())));
+    }
+    if w.shape.len() != x.len() || w.shape[0] != x[1] {
+        return Err(n.invalid(format!("W {:?} does not fit the input {x:?}", w.shape)));
+    }
+    if n.attr("output_shape").is_some() {
+        return Err(n.unsupported("the output_shape attribute (give pads)"));
+    }
+    if !matches!(
+        n.string("auto_pad", "NOTSET")?.as_str(),
+        "NOTSET" | "" | "VALID"
+    ) {
+        return Err(n.unsupported("auto_pad SAME_UPPER / SAME_LOWER"));
+    }
+    let k = x.len() - 2;
+    let g = n.int("group", 1)?.max(1) as usize;
+    let s = spatial(n, "strides", k, 1)?;
+    let d = spatial(n, "dilations", k, 1)?;
+    let op = spatial(n, "output_padding", k, 0)?;
+    let p = match n.ints("pads")? {
+        Some(v) if v.len() == 2 * k => dims(&v, n)?,
+        Some(_) => return Err(n.invalid("pads has the wrong length")),
+        None => vec![0; 2 * k],
+    };
+    if s.contains(&0) || d.contains(&0) {
+        return Err(n.invalid("a stride or dilation of 0"));
+    }
+    let o = w.shape[1] * g;
+    let mut out = vec![x[0], o];
+    for i in 0..k {
+        let full = s[i] * (x[2 + i] - 1) + op[i] + (w.shape[2 + i] - 1) * d[i] + 1;
+        let Some(v) = full.checked_sub(p[i] + p[i + k]).filter(|&v| v > 0) else {
+            return Err(n.invalid("the pads leave no output"));
+        };
+        out.push(v);
+    }
+    let b = if cx.has(2) {
+        Some(cx.need_const(2, "B")?)
+    } else {
+        None
+    };
+    if b.as_ref().is_some_and(|b| b.len() != o) {
+        return Err(n.invalid("B must have one value per output channel"));
+    }
+    let cfg = if k == 2 {
+        ConvTransposeConfig {
+            stride: (s[0], s[1]),
+            pads: [p[0], p[1], p[2], p[3]],
+            dilation: (d[0], d[1]),
+            groups: g,
+            output_padding: (op[0], op[1]),
+        }
+    } else {
+        ConvTransposeConfig {
+            stride: (1, s[0]),
+            pads: [0, p[0], 0, p[1]],
+            dilation: (1, d[0]),
+            groups: g,
+            output_padding: (0, op[0]),
+        }
+    };
+    step(
+        cx,
+        Kind::ConvTranspose { cfg, w, b },
+        vec![cx.operand(0)?],
+        vec![out],
+    )
 }
 
 fn batchnorm(cx: &mut Ctx<'_>) -> Result<Outcome> {
@@ -724,7 +835,11 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
     }
     step(
         cx,
-        Kind::Reduce { op, axes },
+        Kind::Reduce {
+            op,
+            axes,
+            keepdims: keep,
+        },
         vec![cx.operand(0)?],
         vec![out],
     )
