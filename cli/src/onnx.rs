@@ -236,10 +236,10 @@ pub(crate) fn node_table(r: &mut Report, imp: &Imported, report: &ExecReport) ->
             ]
         })
         .collect();
-    r.line(format!(
+    r.line(
         "ONNX nodes (simulated time: each node's share of the total, from the engines' node \
-         boundaries; docs/ONNX.md, \"Per-node timing\")"
-    ));
+         boundaries; docs/ONNX.md, \"Per-node timing\")",
+    );
     r.table(
         "  ",
         &["node", "op", "ticks", "time", "share", "bound by"],

@@ -4,16 +4,16 @@
 //! kernel outputs (the producing step writes into them directly when it can).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use nrt_kernel::{DType, Kernel, Tensor, View};
+use nrt_kernel::{DType, Kernel, View};
 
-use crate::analyze::{Analysis, Kind, Operand, Val};
 use crate::error::{Error, Result};
 use crate::graph::Model;
+use crate::ir::{Analysis, Kind, Operand, Val};
+use crate::lower_ctx::{Lower, kerr, kshape};
 use crate::lower_ops;
 use crate::plan::Arena;
-use crate::tensor::{Elem, HostTensor};
+use crate::tensor::Elem;
 use crate::timing::{self, Markers};
 
 /// Compute precision.
@@ -44,105 +44,6 @@ pub struct NodeInfo {
     pub name: String,
     /// Operator (with `+BatchNormalization` when one was folded into it).
     pub op: String,
-}
-
-/// A kernel being lowered.
-pub(crate) struct Lower<'a> {
-    pub(crate) k: Kernel,
-    pub(crate) dt: DType,
-    an: &'a Analysis,
-    /// The view of every device value's buffer, by value id (roots and aliases).
-    views: Vec<Option<View>>,
-    consts: HashMap<usize, Tensor>,
-    temp: Option<Tensor>,
-    /// Offsets of the current step's temporaries.
-    pub(crate) temps: Vec<(usize, usize)>,
-    pub(crate) weight_bytes: u64,
-    n_consts: usize,
-    keep: Vec<Arc<HostTensor>>,
-}
-
-/// The bytes of `v` as `dt` (fp32 or bf16, nearest even).
-pub(crate) fn encode(v: &[f64], dt: DType) -> Vec<u8> {
-    let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-    nrt_sim::engine::encode_f32(dt, &f)
-}
-
-impl Lower<'_> {
-    /// The view of device value `d`.
-    pub(crate) fn val(&self, d: usize) -> Result<View> {
-        self.views.get(d).and_then(Clone::clone).ok_or_else(|| {
-            Error::Kernel(format!("value '{}' has no buffer", self.an.values[d].name))
-        })
-    }
-
-    /// A kernel constant holding `t` (in the compute dtype), with `shape` (rank 0 as [1]).
-    pub(crate) fn konst(&mut self, t: &Arc<HostTensor>, dt: DType) -> Result<View> {
-        let key = Arc::as_ptr(t) as usize ^ (dt as usize).wrapping_mul(0x9e37);
-        if let Some(c) = self.consts.get(&key) {
-            return Ok(c.view().clone());
-        }
-        let shape = if t.shape.is_empty() {
-            vec![1]
-        } else {
-            t.shape.clone()
-        };
-        let bytes = encode(&t.as_f64(), dt);
-        self.weight_bytes += bytes.len() as u64;
-        let name = format!("const{}", self.n_consts);
-        self.n_consts += 1;
-        let c = self.k.constant(&name, dt, &shape, bytes).map_err(kerr)?;
-        let v = c.view().clone();
-        self.consts.insert(key, c);
-        Ok(v)
-    }
-
-    /// An operand's view (constants in the compute dtype).
-    pub(crate) fn operand(&mut self, o: &Operand) -> Result<View> {
-        match o {
-            Operand::Dyn(d) => self.val(*d),
-            Operand::Const(t) => self.konst(t, self.dt),
-        }
-    }
-
-    /// The scalar constant `v` as a `[1]` view.
-    pub(crate) fn scalar(&mut self, v: f32) -> Result<View> {
-        let t = Arc::new(HostTensor::floats(Elem::F32, vec![1], vec![f64::from(v)]));
-        let view = self.konst(&t, self.dt)?;
-        // Kept alive: the cache is keyed by address.
-        self.keep.push(t);
-        Ok(view)
-    }
-
-    /// Temporary `i` of the current step, with `shape`.
-    pub(crate) fn temp(&self, i: usize, shape: &[usize]) -> Result<View> {
-        let (off, n) = self
-            .temps
-            .get(i)
-            .copied()
-            .ok_or_else(|| Error::Kernel("temporary missing".into()))?;
-        let t = self
-            .temp
-            .as_ref()
-            .ok_or_else(|| Error::Kernel("no temporary arena".into()))?;
-        let len = shape.iter().product::<usize>().max(1);
-        if len > n {
-            return Err(Error::Kernel("temporary too small".into()));
-        }
-        t.slice(0, off..off + len)
-            .and_then(|v| v.reshape(&kshape(shape)))
-            .map_err(kerr)
-    }
-}
-
-/// The kernel's shape of a value (rank 0 as [1]).
-pub(crate) fn kshape(s: &[usize]) -> Vec<usize> {
-    if s.is_empty() { vec![1] } else { s.to_vec() }
-}
-
-/// A kernel error as this crate's.
-pub(crate) fn kerr(e: nrt_core::Error) -> Error {
-    Error::Kernel(e.message().to_owned())
 }
 
 /// The number of temporaries (each of the step's first output's size) a step needs.

@@ -7,10 +7,10 @@ use nrt_kernel::library::reduce::{ReduceOp, reduce_axes};
 use nrt_kernel::library::{conv, conv_transpose, lrn, norm, pointwise, pool, softmax};
 use nrt_kernel::{ActFn, AluOp, DType, View};
 
-use crate::analyze::{Kind, Step};
 use crate::error::{Error, Result};
 use crate::fold;
-use crate::lower::{Lower, kerr, kshape};
+use crate::ir::{Kind, Step};
+use crate::lower_ctx::{Lower, kerr, kshape};
 
 fn act(lw: &mut Lower<'_>, out: &View, x: &View, f: ActFn, scale: f32, bias: f32) -> Result<()> {
     if scale == 1.0 && bias == 0.0 {
@@ -240,17 +240,16 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             copy(lw, &out, &src)?;
         }
         Kind::Tile(reps) => {
-            let r = xs.len();
             let mut ins = Vec::new();
             let mut outs = Vec::new();
-            for d in 0..r {
-                ins.extend([1, xs[d]]);
-                outs.extend([reps[d], xs[d]]);
+            for (&d, &r) in xs.iter().zip(reps) {
+                ins.extend([1, d]);
+                outs.extend([r, d]);
             }
             let mut src = rs(&x, &ins)?;
-            for d in 0..r {
-                if reps[d] > 1 {
-                    src = src.broadcast(2 * d, reps[d]).map_err(kerr)?;
+            for (d, &r) in reps.iter().enumerate() {
+                if r > 1 {
+                    src = src.broadcast(2 * d, r).map_err(kerr)?;
                 }
             }
             copy(lw, &rs(&out, &outs)?, &src)?;

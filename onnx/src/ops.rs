@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use nrt_kernel::{ActFn, AluOp};
 
-use crate::analyze::{Ctx, Kind, Operand, Outcome, Val};
 use crate::error::Result;
 use crate::fold::{self, axis, broadcast};
+use crate::ir::{Ctx, Kind, Operand, Outcome, axes_of, dims, elems, norm_axes, step};
 use crate::ops_nn;
-use crate::tensor::{Data, Elem, HostTensor, MAX_ELEMS, numel};
+use crate::tensor::{Data, Elem, HostTensor};
 
 /// Analyses one node.
 pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
@@ -271,52 +271,6 @@ fn view(cx: &mut Ctx<'_>, shape: Vec<usize>) -> Result<Outcome> {
         return Ok(Outcome::Folded(vec![t]));
     }
     Ok(Outcome::Alias(shape))
-}
-
-/// A device step.
-pub(crate) fn step(
-    _cx: &mut Ctx<'_>,
-    kind: Kind,
-    ins: Vec<Operand>,
-    outs: Vec<Vec<usize>>,
-) -> Result<Outcome> {
-    Ok(Outcome::Step(kind, ins, outs))
-}
-
-/// Non-negative dimensions from an int list.
-pub(crate) fn dims(v: &[i64], n: &crate::graph::Node) -> Result<Vec<usize>> {
-    v.iter()
-        .map(|&d| usize::try_from(d).map_err(|_| n.invalid(format!("negative dimension {d}"))))
-        .collect()
-}
-
-/// Checks an element count.
-pub(crate) fn elems(shape: &[usize], n: &crate::graph::Node) -> Result<usize> {
-    match numel(shape) {
-        Some(c) if c <= MAX_ELEMS => Ok(c),
-        _ => Err(n.invalid(format!("shape {shape:?} is too large"))),
-    }
-}
-
-/// Normalised, deduplicated axes.
-pub(crate) fn norm_axes(ax: &[i64], rank: usize, n: &crate::graph::Node) -> Result<Vec<usize>> {
-    let mut out = Vec::new();
-    for &a in ax {
-        let a2 = axis(a, rank)
-            .ok_or_else(|| n.invalid(format!("axis {a} out of range for rank {rank}")))?;
-        if !out.contains(&a2) {
-            out.push(a2);
-        }
-    }
-    Ok(out)
-}
-
-/// Axes given as the attribute `name` (older opsets) or as input `i` (newer ones).
-pub(crate) fn axes_of(cx: &Ctx<'_>, i: usize, name: &str) -> Result<Option<Vec<i64>>> {
-    if cx.has(i) {
-        return Ok(Some(cx.need_const(i, name)?.as_i64()));
-    }
-    cx.node.ints(name)
 }
 
 /// ONNX Reshape's shape rule.
@@ -771,12 +725,4 @@ fn gather(cx: &mut Ctx<'_>) -> Result<Outcome> {
         vec![cx.operand(0)?],
         vec![out],
     )
-}
-
-/// Whether `v` is a constant scalar (one element).
-pub(crate) fn scalar(v: Option<&Val>) -> Option<f32> {
-    match v {
-        Some(Val::Const(t)) if t.len() == 1 => Some(t.as_f64()[0] as f32),
-        _ => None,
-    }
 }

@@ -23,7 +23,7 @@ use nrt_kernel::{EngineId, Kernel, TensorCopy, Tile};
 use nrt_sim::engine::{EventKind, ExecReport, Instr, Program, Track, reroll};
 
 use crate::error::Result;
-use crate::lower::kerr;
+use crate::lower_ctx::kerr;
 
 /// The engines that carry markers.
 pub const MARKED: [EngineId; 3] = [EngineId::Scalar, EngineId::Vector, EngineId::GpSimd];
