@@ -32,6 +32,8 @@ struct BenchResult {
     /// Simulated ticks of the last execution (its slowest subgraph), from the simulator's
     /// report; `None` off the simulator or in plumbing mode.
     ticks: Option<u64>,
+    /// The simulator's report of the last execution (first subgraph).
+    report: Option<std::sync::Arc<nrt_sim::engine::ExecReport>>,
 }
 
 /// The nearest-rank percentile `p` (0–100) of sorted values.
@@ -116,10 +118,12 @@ fn bench_on(
     for r in per_thread {
         latencies.extend(r?);
     }
-    let ticks = subgraph_reports(rt, h)
+    let reports = subgraph_reports(rt, h);
+    let ticks = reports
         .iter()
         .filter_map(|s| s.report.as_ref().map(|x| x.ticks))
         .max();
+    let report = reports.first().and_then(|s| s.report.clone());
     rt.unload(h).map_err(rt_err("cannot unload the model"))?;
     rt.close();
     for e in rt.host().take_errors() {
@@ -131,6 +135,7 @@ fn bench_on(
         plumbing,
         vnc,
         ticks,
+        report,
     })
 }
 
@@ -214,6 +219,9 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
                 "host times measure the simulator on this machine, not the device; threads share \
                  one simulated device, which runs one execution at a time",
             );
+            if let (Some(imp), Some(report)) = (&imported, &res.report) {
+                crate::onnx::node_table(&mut r, imp, report);
+            }
         }
         _ => {}
     }

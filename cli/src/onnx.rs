@@ -247,7 +247,7 @@ pub(crate) fn node_table(r: &mut Report, imp: &Imported, report: &ExecReport) ->
         "llrrrl",
     );
     r.field(
-        "latency",
+        "total",
         format!(
             "{} ticks = {} for the model ({} nodes)",
             out::int(report.ticks),

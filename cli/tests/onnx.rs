@@ -123,7 +123,7 @@ fn run_writes_sanitised_outputs_matching_a_reference() {
             "{n} missing: {text}"
         );
     }
-    assert!(text.contains("latency"), "{text}");
+    assert!(text.contains("for the model (3 nodes)"), "{text}");
     let (descr, y) = read_f32_npy(&out.join("gpu_0_softmax_1.npy"));
     assert!(
         descr.contains("'descr': '<f4'") && descr.contains("(2, 4, )"),
