@@ -147,7 +147,10 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
     } else {
         (load_model(&a.model)?, None)
     };
-    let inputs = gather_inputs(&model, &a.input)?;
+    let args = imported
+        .as_ref()
+        .map_or_else(|| a.input.clone(), |i| i.neff_inputs(&a.input));
+    let inputs = gather_inputs(&model, &args)?;
     let hint = chosen.lnc_hint(&model);
     let rt = Runtime::with_host(chosen.open(), CliHost::new());
     let res = bench_on(&rt, chosen.name(), &model, &inputs, a, &hint)?;
@@ -162,6 +165,9 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
     r.field("model", model_line(&model));
     r.field("backend", chosen.line(res.vnc));
     inputs_table(&mut r, &inputs, imported.is_some());
+    if let Some(imp) = &imported {
+        imp.bound_field(&mut r);
+    }
     r.field(
         "runs",
         format!(

@@ -42,12 +42,42 @@ pub(crate) fn is_onnx(path: &Path) -> bool {
 /// What the import made, for the summaries.
 #[derive(Debug)]
 pub(crate) struct Imported {
+    /// Integer inputs bound at build time: name, what was given.
+    pub(crate) bound: Vec<(String, String)>,
     /// Device nodes, in program order.
     pub(crate) nodes: Vec<NodeInfo>,
     /// One line on the compilation.
     pub(crate) line: String,
     /// The NEFF's program and tensors, for `nrt build`.
     pub(crate) lowered_io: (usize, usize, usize),
+}
+
+impl Imported {
+    /// The `--input` arguments of the NEFF's inputs (without those bound at build time).
+    pub(crate) fn neff_inputs(&self, args: &[String]) -> Vec<String> {
+        args.iter()
+            .filter(|a| {
+                let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+                !self.bound.iter().any(|(b, _)| b == name)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Reports the inputs bound at build time.
+    pub(crate) fn bound_field(&self, r: &mut Report) {
+        if !self.bound.is_empty() {
+            let v: Vec<String> = self
+                .bound
+                .iter()
+                .map(|(n, w)| format!("{n} ({w})"))
+                .collect();
+            r.field(
+                "bound",
+                format!("at build time (integer inputs): {}", v.join(", ")),
+            );
+        }
+    }
 }
 
 /// The seed of an input's random data: a hash of its name (FNV-1a), so reruns agree.
@@ -78,11 +108,13 @@ pub(crate) fn compile(
     path: &Path,
     inputs: &[String],
     dtype: DtypeArg,
-) -> Result<(Lowered, String)> {
+) -> Result<(Lowered, String, Vec<(String, String)>)> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).context(|| format!("cannot read '{shown}'"))?;
     let m = nrt_onnx::import(&bytes).map_err(|e| CliError::new(format!("{shown}: {e}")))?;
     let mut shapes = HashMap::new();
+    let mut bound = HashMap::new();
+    let mut bound_lines = Vec::new();
     for a in inputs {
         let Some((name, file)) = a.split_once('=') else {
             return Err(CliError::usage(format!(
@@ -114,17 +146,68 @@ pub(crate) fn compile(
                     usize::try_from(d).map_err(|_| CliError::new(format!("{file}: too large")))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            shapes.insert(name.to_owned(), shape);
+            let decl = m.inputs.iter().find(|d| d.name == name);
+            if decl.is_some_and(|d| !d.elem.is_float()) {
+                let t = host_tensor(&arr, shape, file)?;
+                bound_lines.push((
+                    name.to_owned(),
+                    format!("{} {:?} from {file}", npy::type_name(&arr.descr), t.shape),
+                ));
+                bound.insert(name.to_owned(), t);
+            } else {
+                shapes.insert(name.to_owned(), shape);
+            }
         }
     }
-    let lowered = nrt_onnx::compile(&m, &shapes, dtype.precision())
+    let lowered = nrt_onnx::compile_bound(&m, &shapes, &bound, dtype.precision())
         .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
-    Ok((lowered, m.name))
+    Ok((lowered, m.name, bound_lines))
+}
+
+/// An integer (or boolean) `.npy` array as a host tensor.
+fn host_tensor(a: &npy::NpyArray, shape: Vec<usize>, file: &str) -> Result<nrt_onnx::HostTensor> {
+    let d = a.descr.as_str();
+    let (size, signed) = match d {
+        "<i8" => (8, true),
+        "<i4" => (4, true),
+        "<i2" => (2, true),
+        "|i1" => (1, true),
+        "<u8" => (8, false),
+        "<u4" => (4, false),
+        "<u2" => (2, false),
+        "|u1" | "|b1" => (1, false),
+        _ => {
+            return Err(CliError::new(format!(
+                "{file}: {} for an integer input (expected int64, int32 or bool)",
+                npy::type_name(d)
+            )));
+        }
+    };
+    let v: Vec<i64> = a
+        .data
+        .chunks_exact(size)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..size].copy_from_slice(c);
+            let u = u64::from_le_bytes(b);
+            if signed && size < 8 && (u >> (size * 8 - 1)) & 1 == 1 {
+                (u | (!0u64 << (size * 8))) as i64
+            } else {
+                u as i64
+            }
+        })
+        .collect();
+    let elem = if d == "|b1" {
+        nrt_onnx::Elem::Bool
+    } else {
+        nrt_onnx::Elem::I64
+    };
+    Ok(nrt_onnx::HostTensor::ints(elem, shape, v))
 }
 
 /// Loads an ONNX model as a runnable [`Model`].
 pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Model, Imported)> {
-    let (lw, name) = compile(path, inputs, dtype)?;
+    let (lw, name, bound) = compile(path, inputs, dtype)?;
     let neff = neff_from_programs(&name, std::slice::from_ref(&lw.program))
         .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
     let (parsed, programs) = parse_neff(path, &neff)?;
@@ -144,6 +227,7 @@ pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(M
     let line = summary_line(&lw, dtype);
     let instrs: usize = lw.program.streams.iter().map(Vec::len).sum();
     let imported = Imported {
+        bound,
         nodes: lw.nodes.clone(),
         line: line.clone(),
         lowered_io: (

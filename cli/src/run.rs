@@ -375,7 +375,10 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
     } else {
         (load_model(&a.model)?, None)
     };
-    let inputs = gather_inputs(&model, &a.input)?;
+    let args = imported
+        .as_ref()
+        .map_or_else(|| a.input.clone(), |i| i.neff_inputs(&a.input));
+    let inputs = gather_inputs(&model, &args)?;
     let hint = chosen.lnc_hint(&model);
     let rt = Runtime::with_host(chosen.open(), CliHost::new());
     let rr = run_on(&rt, chosen.name(), &model, &inputs, a.repeat, &hint)?;
@@ -393,6 +396,9 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
         );
     }
     inputs_table(&mut r, &inputs, imported.is_some());
+    if let Some(imp) = &imported {
+        imp.bound_field(&mut r);
+    }
     r.line("outputs");
     let rows: Vec<Vec<String>> = rr
         .outputs

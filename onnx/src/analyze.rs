@@ -10,11 +10,15 @@ use crate::error::{Error, Result, invalid};
 use crate::graph::{Dim, Model, Node};
 use crate::ir::{Analysis, Ctx, DynVal, Operand, Outcome, Step, Val};
 use crate::ops;
-use crate::tensor::{Elem, MAX_ELEMS, numel};
+use crate::tensor::{Elem, HostTensor, MAX_ELEMS, numel};
 
 /// Analyses `m` with the graph inputs of `shapes` (name → shape; inputs not named take their
 /// declared shape, which must then be fixed).
-pub(crate) fn analyze(m: &Model, shapes: &HashMap<String, Vec<usize>>) -> Result<Analysis> {
+pub(crate) fn analyze(
+    m: &Model,
+    shapes: &HashMap<String, Vec<usize>>,
+    bound: &HashMap<String, HostTensor>,
+) -> Result<Analysis> {
     let mut an = Analysis {
         values: Vec::new(),
         steps: Vec::new(),
@@ -36,14 +40,23 @@ pub(crate) fn analyze(m: &Model, shapes: &HashMap<String, Vec<usize>>) -> Result
     for (name, t) in &m.initializers {
         env.insert(name.clone(), Val::Const(Arc::new(t.clone())));
     }
-    for (i, d) in m.inputs.iter().enumerate() {
+    for d in m.inputs.iter() {
+        if let Some(t) = bound.get(&d.name) {
+            // Bound at build time: a constant of the given value.
+            resolve_input(d, Some(&t.shape))?;
+            let mut t = t.clone();
+            t.elem = d.elem;
+            env.insert(d.name.clone(), Val::Const(Arc::new(t)));
+            continue;
+        }
+        let i = an.inputs.len();
         let shape = resolve_input(d, shapes.get(&d.name))?;
         if !d.elem.is_float() {
             return Err(Error::Unsupported {
                 node: format!("input {}", d.name),
                 op: "graph input".into(),
                 what: format!(
-                    "element type {} (device tensors are float; integer inputs are supported only as constants)",
+                    "element type {} (device tensors are float: give integer inputs with --input, which binds them at build time)",
                     d.elem.name()
                 ),
             });
@@ -58,7 +71,7 @@ pub(crate) fn analyze(m: &Model, shapes: &HashMap<String, Vec<usize>>) -> Result
         env.insert(d.name.clone(), Val::Dyn(an.values.len() - 1));
         an.inputs.push((d.name.clone(), d.elem, shape));
     }
-    for name in shapes.keys() {
+    for name in shapes.keys().chain(bound.keys()) {
         if !m.inputs.iter().any(|d| &d.name == name) {
             return invalid!("the model has no input named '{name}'");
         }

@@ -34,7 +34,18 @@ pub fn compile(
     shapes: &HashMap<String, Vec<usize>>,
     precision: Precision,
 ) -> Result<Lowered> {
-    let an = analyze::analyze(model, shapes)?;
+    compile_bound(model, shapes, &HashMap::new(), precision)
+}
+
+/// [`compile`] with some graph inputs bound to values at build time (integer inputs such as
+/// shapes, axes and indices: the program is specialised to them and does not take them).
+pub fn compile_bound(
+    model: &Model,
+    shapes: &HashMap<String, Vec<usize>>,
+    bound: &HashMap<String, HostTensor>,
+    precision: Precision,
+) -> Result<Lowered> {
+    let an = analyze::analyze(model, shapes, bound)?;
     lower::lower(model, &an, precision)
 }
 
