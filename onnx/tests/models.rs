@@ -325,3 +325,37 @@ fn intermediates_share_planned_memory() {
     let y = run(&m, &[("x", x.clone())]);
     assert_eq!(y[0], x.iter().map(|v| v.max(0.0)).collect::<Vec<_>>());
 }
+
+#[test]
+fn integer_inputs_bound_at_build_time_fold_like_constants() {
+    use prost::Message;
+    let m = model(
+        vec![node("Reshape", &["x", "s"], &["y"], vec![])],
+        &[("x", &[2, 3])],
+        &["y"],
+        vec![],
+        13,
+    );
+    let mut p = nrt_onnx::proto::ModelProto::decode(&m[..]).unwrap();
+    let mut s = common::vi("s", &[Some(2)]);
+    if let Some(tt) = s.r#type.as_mut().and_then(|t| t.tensor_type.as_mut()) {
+        tt.elem_type = Some(nrt_onnx::proto::data_type::INT64);
+    }
+    p.graph.as_mut().unwrap().input.push(s);
+    let model = nrt_onnx::import(&p.encode_to_vec()).unwrap();
+    assert_eq!(
+        nrt_onnx::compile(&model, &HashMap::new(), Precision::Fp32)
+            .unwrap_err()
+            .to_string(),
+        "node 'input s' (graph input): unsupported: element type int64 (device tensors are float: \
+         give integer inputs with --input, which binds them at build time) (supported operators: \
+         docs/ONNX.md, \"Supported operators\")"
+    );
+    let bound = HashMap::from([(
+        "s".to_owned(),
+        nrt_onnx::HostTensor::ints(nrt_onnx::Elem::I64, vec![2], vec![3, -1]),
+    )]);
+    let lw = nrt_onnx::compile_bound(&model, &HashMap::new(), &bound, Precision::Fp32).unwrap();
+    assert_eq!(lw.inputs.len(), 1);
+    assert_eq!(lw.outputs[0].shape, vec![3, 2]);
+}
