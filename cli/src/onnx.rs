@@ -102,13 +102,16 @@ pub(crate) fn random_f32(seed: u64, n: usize) -> Vec<u8> {
     out
 }
 
+/// Inputs bound at build time: name, what was given.
+type Bound = Vec<(String, String)>;
+
 /// Compiles the model at `path`; `inputs` are the `--input NAME=FILE` arguments, whose
 /// `.npy` shapes fix dynamic dimensions.
 pub(crate) fn compile(
     path: &Path,
     inputs: &[String],
     dtype: DtypeArg,
-) -> Result<(Lowered, String, Vec<(String, String)>)> {
+) -> Result<(Lowered, String, Bound)> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).context(|| format!("cannot read '{shown}'"))?;
     let m = nrt_onnx::import(&bytes).map_err(|e| CliError::new(format!("{shown}: {e}")))?;
