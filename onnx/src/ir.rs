@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use nrt_kernel::library::conv::Conv2dConfig;
 use nrt_kernel::library::conv_transpose::ConvTransposeConfig;
+use nrt_kernel::library::data::PadMode;
 use nrt_kernel::library::lrn::LrnOpts;
 use nrt_kernel::library::pool::{Pool2dConfig, PoolExt};
 use nrt_kernel::library::reduce::ReduceOp;
@@ -120,6 +121,8 @@ pub(crate) enum Kind {
     Transpose(Vec<usize>),
     /// `ins = [x]`: `out = x` sliced.
     Slice(Vec<DimSlice>),
+    /// `ins = [x]`: sliced with `(first index, signed step)` per dimension (negative steps).
+    SliceSigned(Vec<(usize, isize)>),
     /// `ins = [x]`: broadcast to the output's shape (Expand).
     Expand,
     /// `ins = [x]`: repeated.
@@ -134,6 +137,11 @@ pub(crate) enum Kind {
     Pad {
         pads: Vec<(usize, usize)>,
         value: f32,
+    },
+    /// `ins = [x]`: padding in any mode, negative pads cropping.
+    PadMode {
+        pads: Vec<(isize, isize)>,
+        mode: PadMode,
     },
 }
 

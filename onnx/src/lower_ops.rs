@@ -4,7 +4,7 @@ use nrt_kernel::library::activation::{self, ActOpts};
 use nrt_kernel::library::elementwise::binary;
 use nrt_kernel::library::matmul::{MatmulOpts, matmul};
 use nrt_kernel::library::reduce::{ReduceOp, reduce_axes};
-use nrt_kernel::library::{conv, conv_transpose, lrn, norm, pointwise, pool, softmax};
+use nrt_kernel::library::{conv, conv_transpose, data, lrn, norm, pointwise, pool, softmax};
 use nrt_kernel::{ActFn, AluOp, DType, View};
 
 use crate::error::{Error, Result};
@@ -293,6 +293,10 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
                 copy(lw, &dst, &src)?;
                 j = e;
             }
+        }
+        Kind::SliceSigned(spec) => data::slice(&mut lw.k, &out, &x, spec).map_err(kerr)?,
+        Kind::PadMode { pads, mode } => {
+            data::pad(&mut lw.k, &out, &x, pads, *mode).map_err(kerr)?;
         }
         Kind::Pad { pads, value } => {
             let c = lw.scalar(*value)?;

@@ -678,7 +678,19 @@ fn slice(cx: &mut Ctx<'_>) -> Result<Outcome> {
         return Ok(Outcome::Folded(vec![fold::take(&t, out, &order)]));
     }
     if !reversed.is_empty() {
-        return Err(n.unsupported("negative steps on a tensor computed at run time"));
+        // Negative steps: (first index read, signed step) per dimension.
+        let spec = sl
+            .iter()
+            .enumerate()
+            .map(|(d, &(start, st, len))| {
+                if reversed.contains(&d) {
+                    (start + st * len.saturating_sub(1), -(st as isize))
+                } else {
+                    (start, st as isize)
+                }
+            })
+            .collect();
+        return step(cx, Kind::SliceSigned(spec), vec![cx.operand(0)?], vec![out]);
     }
     step(cx, Kind::Slice(sl), vec![cx.operand(0)?], vec![out])
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use nrt_kernel::ActFn;
+use nrt_kernel::library::data::PadMode;
 use nrt_kernel::library::lrn::LrnOpts;
 use nrt_kernel::library::reduce::ReduceOp;
 
@@ -486,13 +487,13 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
     )
 }
 
-/// `Pad` (constant mode).
+/// `Pad`: constant, edge and reflect modes; negative pads crop.
 pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let x = cx.shape(0)?;
     let r = x.len();
     let mode = n.string("mode", "constant")?;
-    if mode != "constant" {
+    if !matches!(mode.as_str(), "constant" | "edge" | "reflect") {
         return Err(n.unsupported(format!("mode '{mode}'")));
     }
     let (p, value, axes) = if cx.opset < 11 {
@@ -520,16 +521,44 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
     if p.len() != 2 * axes.len() {
         return Err(n.invalid(format!("{} pads for {} axes", p.len(), axes.len())));
     }
-    if p.iter().any(|&v| v < 0) {
-        return Err(n.unsupported("negative pads (cropping)"));
-    }
     let k = axes.len();
-    let mut pads = vec![(0usize, 0usize); r];
+    let mut spads = vec![(0isize, 0isize); r];
     for (i, &a) in axes.iter().enumerate() {
-        pads[a] = (p[i] as usize, p[i + k] as usize);
+        spads[a] = (p[i] as isize, p[i + k] as isize);
     }
-    let out: Vec<usize> = x.iter().zip(&pads).map(|(&d, &(b, e))| d + b + e).collect();
+    let mut out = Vec::with_capacity(r);
+    for (&d, &(b, e)) in x.iter().zip(&spads) {
+        let v = d as isize + b + e;
+        if v < 0 {
+            return Err(n.invalid(format!("pads {p:?} crop more than the input {x:?}")));
+        }
+        out.push(v as usize);
+    }
     elems(&out, n)?;
+    let simple = mode == "constant" && p.iter().all(|&v| v >= 0);
+    let pads: Vec<(usize, usize)> = spads
+        .iter()
+        .map(|&(b, e)| (b.max(0) as usize, e.max(0) as usize))
+        .collect();
+    if !simple {
+        if cx.konst(0).is_some() {
+            return Err(n.unsupported("edge/reflect modes or negative pads on a constant input"));
+        }
+        let pm = match mode.as_str() {
+            "edge" => PadMode::Edge,
+            "reflect" => PadMode::Reflect,
+            _ => PadMode::Constant(f64::from(value)),
+        };
+        return step(
+            cx,
+            Kind::PadMode {
+                pads: spads,
+                mode: pm,
+            },
+            vec![cx.operand(0)?],
+            vec![out],
+        );
+    }
     if let Some(t) = cx.konst(0) {
         let total: usize = out.iter().product();
         let st = fold::strides(&x);
