@@ -38,7 +38,7 @@ pub(crate) fn analyze(
     }
     let mut env: HashMap<String, Val> = HashMap::new();
     for (name, t) in &m.initializers {
-        env.insert(name.clone(), Val::Const(Arc::new(t.clone())));
+        env.insert(name.clone(), Val::Const(t.clone()));
     }
     for d in m.inputs.iter() {
         if let Some(t) = bound.get(&d.name) {

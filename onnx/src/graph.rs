@@ -2,6 +2,7 @@
 //! typed. [`import`] never panics on any input.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use prost::Message;
 
@@ -81,7 +82,7 @@ pub struct Model {
     /// Graph outputs.
     pub outputs: Vec<ValueDecl>,
     /// Initializers by name.
-    pub initializers: HashMap<String, HostTensor>,
+    pub initializers: HashMap<String, Arc<HostTensor>>,
     /// Nodes, in the file's (topological) order.
     pub nodes: Vec<Node>,
 }
@@ -109,7 +110,7 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
             return invalid!("initializer {i} has no name");
         }
         let v = HostTensor::from_proto(t, &format!("initializer '{name}'"))?;
-        initializers.insert(name, v);
+        initializers.insert(name, Arc::new(v));
     }
     let mut inputs = Vec::new();
     for v in &g.input {

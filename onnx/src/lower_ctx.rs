@@ -27,8 +27,11 @@ pub(crate) struct Lower<'a> {
 }
 
 /// The bytes of `v` as `dt` (fp32 or bf16, nearest even).
-pub(crate) fn encode(v: &[f64], dt: DType) -> Vec<u8> {
-    let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+pub(crate) fn encode(t: &HostTensor, dt: DType) -> Vec<u8> {
+    let f: Vec<f32> = match &t.data {
+        crate::tensor::Data::F(v) => v.iter().map(|&x| x as f32).collect(),
+        crate::tensor::Data::I(v) => v.iter().map(|&x| x as f32).collect(),
+    };
     nrt_sim::engine::encode_f32(dt, &f)
 }
 
@@ -51,7 +54,7 @@ impl Lower<'_> {
         } else {
             t.shape.clone()
         };
-        let bytes = encode(&t.as_f64(), dt);
+        let bytes = encode(t, dt);
         self.weight_bytes += bytes.len() as u64;
         let name = format!("const{}", self.n_consts);
         self.n_consts += 1;
