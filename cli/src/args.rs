@@ -58,10 +58,10 @@ pub(crate) struct Target {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// The model: a NEFF, or a .toml spec (built in memory)
+    /// The model: a NEFF, a .toml spec or an .onnx model (built in memory)
     pub(crate) model: PathBuf,
     /// An input: NAME=FILE (.npy, shape and dtype checked; any other extension: raw bytes).
-    /// Inputs not given come from the spec's seeds, or are zero-filled
+    /// Inputs not given come from the spec's seeds (ONNX: seeded random data), or are zero-filled
     #[arg(short, long = "input", value_name = "NAME=FILE")]
     pub(crate) input: Vec<String>,
     /// Write each output as DIR/NAME.npy
@@ -75,6 +75,9 @@ pub(crate) struct RunArgs {
     /// Write the simulator's timeline as Chrome/Perfetto trace JSON
     #[arg(long, value_name = "FILE.json")]
     pub(crate) trace: Option<PathBuf>,
+    /// Compute precision of an ONNX model (.onnx inputs only)
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub(crate) dtype: crate::onnx::DtypeArg,
 }
 
 #[derive(Debug, Args)]
@@ -111,7 +114,7 @@ pub(crate) struct LsArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct BuildArgs {
-    /// The model spec (.toml)
+    /// The model spec (.toml), or an ONNX model (.onnx)
     pub(crate) spec: PathBuf,
     /// Where to write the NEFF
     #[arg(short, long, value_name = "MODEL.neff")]
@@ -119,11 +122,14 @@ pub(crate) struct BuildArgs {
     /// Also write the spec's sample inputs (from seeds or files) as DIR/NAME.npy
     #[arg(long, value_name = "DIR")]
     pub(crate) inputs_dir: Option<PathBuf>,
+    /// Compute precision of an ONNX model (.onnx inputs only)
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub(crate) dtype: crate::onnx::DtypeArg,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// The model: a NEFF, or a .toml spec (built in memory)
+    /// The model: a NEFF, a .toml spec or an .onnx model (built in memory)
     pub(crate) model: PathBuf,
     /// Timed executions, over all threads
     #[arg(short = 'n', long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
@@ -139,6 +145,9 @@ pub(crate) struct BenchArgs {
     pub(crate) input: Vec<String>,
     #[command(flatten)]
     pub(crate) target: Target,
+    /// Compute precision of an ONNX model (.onnx inputs only)
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub(crate) dtype: crate::onnx::DtypeArg,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,8 @@ struct BenchResult {
     /// Simulated ticks of the last execution (its slowest subgraph), from the simulator's
     /// report; `None` off the simulator or in plumbing mode.
     ticks: Option<u64>,
+    /// The simulator's report of the last execution (first subgraph).
+    report: Option<std::sync::Arc<nrt_sim::engine::ExecReport>>,
 }
 
 /// The nearest-rank percentile `p` (0–100) of sorted values.
@@ -116,10 +118,12 @@ fn bench_on(
     for r in per_thread {
         latencies.extend(r?);
     }
-    let ticks = subgraph_reports(rt, h)
+    let reports = subgraph_reports(rt, h);
+    let ticks = reports
         .iter()
         .filter_map(|s| s.report.as_ref().map(|x| x.ticks))
         .max();
+    let report = reports.first().and_then(|s| s.report.clone());
     rt.unload(h).map_err(rt_err("cannot unload the model"))?;
     rt.close();
     for e in rt.host().take_errors() {
@@ -131,13 +135,22 @@ fn bench_on(
         plumbing,
         vnc,
         ticks,
+        report,
     })
 }
 
 pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
     let chosen = choose(a.target.backend, a.target.instance, None, Reports::Counters)?;
-    let model = load_model(&a.model)?;
-    let inputs = gather_inputs(&model, &a.input)?;
+    let (model, imported) = if crate::onnx::is_onnx(&a.model) {
+        let (m, i) = crate::onnx::load(&a.model, &a.input, a.dtype)?;
+        (m, Some(i))
+    } else {
+        (load_model(&a.model)?, None)
+    };
+    let args = imported
+        .as_ref()
+        .map_or_else(|| a.input.clone(), |i| i.neff_inputs(&a.input));
+    let inputs = gather_inputs(&model, &args)?;
     let hint = chosen.lnc_hint(&model);
     let rt = Runtime::with_host(chosen.open(), CliHost::new());
     let res = bench_on(&rt, chosen.name(), &model, &inputs, a, &hint)?;
@@ -151,7 +164,10 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
     let mut r = Report::new();
     r.field("model", model_line(&model));
     r.field("backend", chosen.line(res.vnc));
-    inputs_table(&mut r, &inputs);
+    inputs_table(&mut r, &inputs, imported.is_some());
+    if let Some(imp) = &imported {
+        imp.bound_field(&mut r);
+    }
     r.field(
         "runs",
         format!(
@@ -209,6 +225,9 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
                 "host times measure the simulator on this machine, not the device; threads share \
                  one simulated device, which runs one execution at a time",
             );
+            if let (Some(imp), Some(report)) = (&imported, &res.report) {
+                crate::onnx::node_table(&mut r, imp, report);
+            }
         }
         _ => {}
     }

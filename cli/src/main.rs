@@ -33,6 +33,7 @@ mod graph;
 mod info;
 mod ls;
 mod npy;
+mod onnx;
 mod out;
 mod run;
 mod spec;
@@ -73,6 +74,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Cmd::Info(a) => info::info(&a.model),
         Cmd::Asm(a) => asm::asm(&a.files, &a.output, a.name.as_deref()),
         Cmd::Ls(a) => ls::ls(&a),
+        Cmd::Build(a) if onnx::is_onnx(&a.spec) => onnx::build(&a.spec, &a.output, a.dtype),
         Cmd::Build(a) => build::build(&a.spec, &a.output, a.inputs_dir.as_deref()),
         Cmd::Bench(a) => bench::bench(&a),
         Cmd::Trace {

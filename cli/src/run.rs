@@ -263,7 +263,11 @@ pub(crate) fn model_line(model: &Model) -> String {
 }
 
 /// The input table of a summary.
-pub(crate) fn inputs_table(r: &mut Report, inputs: &[(TensorInfo, Vec<u8>, InputSource)]) {
+pub(crate) fn inputs_table(
+    r: &mut Report,
+    inputs: &[(TensorInfo, Vec<u8>, InputSource)],
+    onnx: bool,
+) {
     if inputs.is_empty() {
         r.field("inputs", "none");
         return;
@@ -278,6 +282,9 @@ pub(crate) fn inputs_table(r: &mut Report, inputs: &[(TensorInfo, Vec<u8>, Input
                 shape_str(&t.shape),
                 match src {
                     InputSource::File(f) => format!("from {f}"),
+                    InputSource::Sample if onnx => {
+                        "not given: seeded random data, uniform in [-1, 1)".into()
+                    }
                     InputSource::Sample => "sample data from the spec".into(),
                     InputSource::Zero => "not given: zero-filled".into(),
                 },
@@ -295,7 +302,7 @@ fn write_outputs(dir: &Path, outputs: &[(TensorInfo, Vec<u8>)]) -> Result<Vec<St
             .name
             .chars()
             .map(|c| {
-                if c.is_alphanumeric() || "-_.".contains(c) {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
                     c
                 } else {
                     '_'
@@ -356,14 +363,22 @@ pub(crate) fn program_runs_line(runs: u64, executions: u64, programs: u64) -> St
 
 pub(crate) fn run(a: &RunArgs) -> Result<()> {
     // The simulator keeps each core's last report: counters always, the event log for a trace.
-    let reports = if a.trace.is_some() {
+    let reports = if a.trace.is_some() || crate::onnx::is_onnx(&a.model) {
         Reports::Events
     } else {
         Reports::Counters
     };
     let chosen = choose(a.target.backend, a.target.instance, None, reports)?;
-    let model = load_model(&a.model)?;
-    let inputs = gather_inputs(&model, &a.input)?;
+    let (model, imported) = if crate::onnx::is_onnx(&a.model) {
+        let (m, i) = crate::onnx::load(&a.model, &a.input, a.dtype)?;
+        (m, Some(i))
+    } else {
+        (load_model(&a.model)?, None)
+    };
+    let args = imported
+        .as_ref()
+        .map_or_else(|| a.input.clone(), |i| i.neff_inputs(&a.input));
+    let inputs = gather_inputs(&model, &args)?;
     let hint = chosen.lnc_hint(&model);
     let rt = Runtime::with_host(chosen.open(), CliHost::new());
     let rr = run_on(&rt, chosen.name(), &model, &inputs, a.repeat, &hint)?;
@@ -380,7 +395,10 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
              are no counters, simulated time or trace.",
         );
     }
-    inputs_table(&mut r, &inputs);
+    inputs_table(&mut r, &inputs, imported.is_some());
+    if let Some(imp) = &imported {
+        imp.bound_field(&mut r);
+    }
     r.line("outputs");
     let rows: Vec<Vec<String>> = rr
         .outputs
@@ -460,8 +478,15 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
             counters_table(&mut r, report);
         }
         r.field("counters", counters_source(a.repeat, &rr.reports));
+        let mut node_times = Vec::new();
+        if let (Some(imp), Some((_, report))) = (&imported, recorded.first()) {
+            node_times = crate::onnx::node_table(&mut r, imp, report);
+        }
         if let (Some(path), Some((s, report))) = (&a.trace, recorded.first()) {
-            let json = trace::chrome_trace_json(report);
+            let mut json = trace::chrome_trace_json(report);
+            if let Some(imp) = &imported {
+                json = crate::onnx::trace_with_nodes(json, imp, &node_times);
+            }
             std::fs::write(path, json).context(|| format!("cannot write '{}'", path.display()))?;
             trace_written = Some((
                 path.display().to_string(),

@@ -1,0 +1,377 @@
+//! `.onnx` models: imported and compiled in memory by `nrt-onnx` (one kernel for the whole
+//! graph), packed into a NEFF like a spec, with seeded random data for inputs not given.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use clap::ValueEnum;
+use nrt_onnx::{Lowered, NodeInfo, NodeTime, Precision};
+use nrt_sim::engine::{ExecReport, TICKS_PER_SECOND};
+use nrt_sim::neff::neff_from_programs;
+
+use crate::backend::{Model, Source, parse_neff};
+use crate::error::{CliError, Context, Result};
+use crate::npy;
+use crate::out::{self, Report};
+
+/// `--dtype`: the compute precision of an ONNX model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DtypeArg {
+    /// fp32 everywhere (results compare with CPU runtimes)
+    #[default]
+    Fp32,
+    /// bf16 operands and intermediates, fp32 accumulation; inputs and outputs stay fp32
+    Bf16,
+}
+
+impl DtypeArg {
+    fn precision(self) -> Precision {
+        match self {
+            DtypeArg::Fp32 => Precision::Fp32,
+            DtypeArg::Bf16 => Precision::Bf16,
+        }
+    }
+}
+
+/// Whether `path` names an ONNX model.
+pub(crate) fn is_onnx(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// What the import made, for the summaries.
+#[derive(Debug)]
+pub(crate) struct Imported {
+    /// Integer inputs bound at build time: name, what was given.
+    pub(crate) bound: Vec<(String, String)>,
+    /// Device nodes, in program order.
+    pub(crate) nodes: Vec<NodeInfo>,
+    /// One line on the compilation.
+    pub(crate) line: String,
+    /// The NEFF's program and tensors, for `nrt build`.
+    pub(crate) lowered_io: (usize, usize, usize),
+}
+
+impl Imported {
+    /// The `--input` arguments of the NEFF's inputs (without those bound at build time).
+    pub(crate) fn neff_inputs(&self, args: &[String]) -> Vec<String> {
+        args.iter()
+            .filter(|a| {
+                let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+                !self.bound.iter().any(|(b, _)| b == name)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Reports the inputs bound at build time.
+    pub(crate) fn bound_field(&self, r: &mut Report) {
+        if !self.bound.is_empty() {
+            let v: Vec<String> = self
+                .bound
+                .iter()
+                .map(|(n, w)| format!("{n} ({w})"))
+                .collect();
+            r.field(
+                "bound",
+                format!("at build time (integer inputs): {}", v.join(", ")),
+            );
+        }
+    }
+}
+
+/// The seed of an input's random data: a hash of its name (FNV-1a), so reruns agree.
+fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// `n` fp32 values uniform in [-1, 1) from `seed` (xorshift64*), as little-endian bytes.
+pub(crate) fn random_f32(seed: u64, n: usize) -> Vec<u8> {
+    let mut s = seed | 1;
+    let mut out = Vec::with_capacity(n * 4);
+    for _ in 0..n {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        let r = s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
+        let v = r as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// Inputs bound at build time: name, what was given.
+type Bound = Vec<(String, String)>;
+
+/// Compiles the model at `path`; `inputs` are the `--input NAME=FILE` arguments, whose
+/// `.npy` shapes fix dynamic dimensions.
+pub(crate) fn compile(
+    path: &Path,
+    inputs: &[String],
+    dtype: DtypeArg,
+) -> Result<(Lowered, String, Bound)> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).context(|| format!("cannot read '{shown}'"))?;
+    let m = nrt_onnx::import(&bytes).map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    let mut shapes = HashMap::new();
+    let mut bound = HashMap::new();
+    let mut bound_lines = Vec::new();
+    for a in inputs {
+        let Some((name, file)) = a.split_once('=') else {
+            return Err(CliError::usage(format!(
+                "--input '{a}': expected NAME=FILE (for example --input x=x.npy)"
+            )));
+        };
+        if !m.inputs.iter().any(|d| d.name == name) {
+            let names: Vec<&str> = m.inputs.iter().map(|d| d.name.as_str()).collect();
+            return Err(CliError::new(format!(
+                "model '{}' has no input named '{name}' (its inputs: {})",
+                m.name,
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        }
+        if Path::new(file)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+        {
+            let data = std::fs::read(file).context(|| format!("cannot read '{file}'"))?;
+            let arr = npy::parse(&data).map_err(|e| CliError::new(format!("{file}: {e}")))?;
+            let shape = arr
+                .shape
+                .iter()
+                .map(|&d| {
+                    usize::try_from(d).map_err(|_| CliError::new(format!("{file}: too large")))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let decl = m.inputs.iter().find(|d| d.name == name);
+            if decl.is_some_and(|d| !d.elem.is_float()) {
+                let t = host_tensor(&arr, shape, file)?;
+                bound_lines.push((
+                    name.to_owned(),
+                    format!("{} {:?} from {file}", npy::type_name(&arr.descr), t.shape),
+                ));
+                bound.insert(name.to_owned(), t);
+            } else {
+                shapes.insert(name.to_owned(), shape);
+            }
+        }
+    }
+    let lowered = nrt_onnx::compile_bound(&m, &shapes, &bound, dtype.precision())
+        .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    Ok((lowered, m.name, bound_lines))
+}
+
+/// An integer (or boolean) `.npy` array as a host tensor.
+fn host_tensor(a: &npy::NpyArray, shape: Vec<usize>, file: &str) -> Result<nrt_onnx::HostTensor> {
+    let d = a.descr.as_str();
+    let (size, signed) = match d {
+        "<i8" => (8, true),
+        "<i4" => (4, true),
+        "<i2" => (2, true),
+        "|i1" => (1, true),
+        "<u8" => (8, false),
+        "<u4" => (4, false),
+        "<u2" => (2, false),
+        "|u1" | "|b1" => (1, false),
+        _ => {
+            return Err(CliError::new(format!(
+                "{file}: {} for an integer input (expected int64, int32 or bool)",
+                npy::type_name(d)
+            )));
+        }
+    };
+    let v: Vec<i64> = a
+        .data
+        .chunks_exact(size)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..size].copy_from_slice(c);
+            let u = u64::from_le_bytes(b);
+            if signed && size < 8 && (u >> (size * 8 - 1)) & 1 == 1 {
+                (u | (!0u64 << (size * 8))) as i64
+            } else {
+                u as i64
+            }
+        })
+        .collect();
+    let elem = if d == "|b1" {
+        nrt_onnx::Elem::Bool
+    } else {
+        nrt_onnx::Elem::I64
+    };
+    Ok(nrt_onnx::HostTensor::ints(elem, shape, v))
+}
+
+/// Loads an ONNX model as a runnable [`Model`].
+pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Model, Imported)> {
+    let (lw, name, bound) = compile(path, inputs, dtype)?;
+    let neff = neff_from_programs(&name, std::slice::from_ref(&lw.program))
+        .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
+    let (parsed, programs) = parse_neff(path, &neff)?;
+    let given: Vec<&str> = inputs
+        .iter()
+        .filter_map(|a| a.split_once('=').map(|(n, _)| n))
+        .collect();
+    let mut samples = BTreeMap::new();
+    for t in &lw.inputs {
+        if given.contains(&t.name.as_str()) {
+            continue;
+        }
+        let seed = seed_of(&t.name);
+        let n = t.shape.iter().product::<usize>().max(1);
+        samples.insert(t.name.clone(), random_f32(seed, n));
+    }
+    let line = summary_line(&lw, dtype);
+    let instrs: usize = lw.program.streams.iter().map(Vec::len).sum();
+    let imported = Imported {
+        bound,
+        nodes: lw.nodes.clone(),
+        line: line.clone(),
+        lowered_io: (
+            instrs,
+            lw.program.descriptors.len(),
+            lw.program.tensors.len(),
+        ),
+    };
+    let model = Model {
+        path: path.to_path_buf(),
+        bytes: neff,
+        neff: parsed,
+        programs,
+        source: Source::Spec {
+            kernel: format!("ONNX, {line}"),
+            samples,
+        },
+    };
+    Ok((model, imported))
+}
+
+/// One line: precision, nodes, folding, memory.
+fn summary_line(lw: &Lowered, dtype: DtypeArg) -> String {
+    format!(
+        "{} compute, {} device node{} ({} folded on the host, {} batch norm{} folded into convolutions), \
+         peak device memory {} (intermediates {} planned, {} without reuse; weights {})",
+        match dtype {
+            DtypeArg::Fp32 => "fp32",
+            DtypeArg::Bf16 => "bf16 (fp32 accumulation)",
+        },
+        lw.nodes.len(),
+        if lw.nodes.len() == 1 { "" } else { "s" },
+        lw.folded,
+        lw.fused,
+        if lw.fused == 1 { "" } else { "s" },
+        out::bytes(lw.peak_bytes),
+        out::bytes(lw.scratch_bytes),
+        out::bytes(lw.unplanned_bytes),
+        out::bytes(lw.weight_bytes),
+    )
+}
+
+/// `nrt build MODEL.onnx -o MODEL.neff`.
+pub(crate) fn build(path: &Path, output: &Path, dtype: DtypeArg) -> Result<()> {
+    let (model, imp) = load(path, &[], dtype)?;
+    std::fs::write(output, &model.bytes)
+        .context(|| format!("cannot write '{}'", output.display()))?;
+    let mut r = Report::new();
+    r.field(
+        "wrote",
+        format!(
+            "{} ({}): model '{}' from {}",
+            output.display(),
+            out::bytes(model.bytes.len() as u64),
+            model.neff.name(),
+            path.display()
+        ),
+    );
+    r.field("compiled", imp.line);
+    let (i, d, t) = imp.lowered_io;
+    r.field(
+        "program",
+        format!(
+            "{} instructions over 5 engines, {} DMA descriptors, {t} tensors (simulator ISA, docs/SIM_ISA.md)",
+            out::int(i as u64),
+            out::int(d as u64)
+        ),
+    );
+    r.print();
+    Ok(())
+}
+
+/// The per-node table of an execution, and the total.
+pub(crate) fn node_table(r: &mut Report, imp: &Imported, report: &ExecReport) -> Vec<NodeTime> {
+    let times = nrt_onnx::attribute(report, imp.nodes.len());
+    let total = report.ticks.max(1);
+    let rows: Vec<Vec<String>> = imp
+        .nodes
+        .iter()
+        .zip(&times)
+        .map(|(n, t)| {
+            let ticks = t.end - t.start;
+            vec![
+                n.name.clone(),
+                n.op.clone(),
+                out::int(ticks),
+                out::secs(ticks as f64 / TICKS_PER_SECOND as f64),
+                out::pct(ticks, total),
+                t.bound.to_owned(),
+            ]
+        })
+        .collect();
+    r.line(
+        "ONNX nodes (simulated time: each node's share of the total, from the engines' node \
+         boundaries; docs/ONNX.md, \"Per-node timing\")",
+    );
+    r.table(
+        "  ",
+        &["node", "op", "ticks", "time", "share", "bound by"],
+        &rows,
+        "llrrrl",
+    );
+    r.field(
+        "total",
+        format!(
+            "{} ticks = {} for the model ({} nodes)",
+            out::int(report.ticks),
+            out::secs(report.ticks as f64 / TICKS_PER_SECOND as f64),
+            imp.nodes.len()
+        ),
+    );
+    times
+}
+
+/// `json` (a Chrome trace of the execution) with one slice per node on a track above the
+/// engines.
+pub(crate) fn trace_with_nodes(mut json: String, imp: &Imported, times: &[NodeTime]) -> String {
+    const TID: u32 = 9999;
+    let us = |t: u64| t as f64 * 1e6 / TICKS_PER_SECOND as f64;
+    if json.ends_with("]}") {
+        json.truncate(json.len() - 2);
+    } else {
+        return json;
+    }
+    json.push_str(&format!(
+        ",{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":{TID},\"args\":{{\"name\":\"ONNX nodes\"}}}},\
+         {{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":0,\"tid\":{TID},\"args\":{{\"sort_index\":-1}}}}"
+    ));
+    for (n, t) in imp.nodes.iter().zip(times) {
+        let name = serde_json::to_string(&format!("{} ({})", n.name, n.op))
+            .unwrap_or_else(|_| "\"?\"".into());
+        json.push_str(&format!(
+            ",{{\"ph\":\"X\",\"name\":{name},\"cat\":\"onnx_node\",\"pid\":0,\"tid\":{TID},\"ts\":{:.6},\"dur\":{:.6},\
+             \"args\":{{\"tick\":{},\"ticks\":{},\"bound_by\":\"{}\"}}}}",
+            us(t.start),
+            us(t.end - t.start),
+            t.start,
+            t.end - t.start,
+            t.bound
+        ));
+    }
+    json.push_str("]}");
+    json
+}

@@ -1,0 +1,230 @@
+//! Static analysis of a model for given input shapes: every value's shape, constants folded
+//! on the host (initializers, `Constant`, shape arithmetic, any node whose inputs are all
+//! constant and that the host evaluator covers), and the remaining nodes as device steps
+//! with their attributes resolved (opset differences handled in `ops*.rs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Result, invalid};
+use crate::graph::{Dim, Model, Node};
+use crate::ir::{Analysis, Ctx, DynVal, Operand, Outcome, Step, Val};
+use crate::ops;
+use crate::tensor::{Elem, HostTensor, MAX_ELEMS, numel};
+
+/// Analyses `m` with the graph inputs of `shapes` (name → shape; inputs not named take their
+/// declared shape, which must then be fixed).
+pub(crate) fn analyze(
+    m: &Model,
+    shapes: &HashMap<String, Vec<usize>>,
+    bound: &HashMap<String, HostTensor>,
+) -> Result<Analysis> {
+    let mut an = Analysis {
+        values: Vec::new(),
+        steps: Vec::new(),
+        outputs: Vec::new(),
+        inputs: Vec::new(),
+        folded: 0,
+        fused: 0,
+        uses: HashMap::new(),
+    };
+    for name in m
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter())
+        .chain(m.outputs.iter().map(|o| &o.name))
+    {
+        *an.uses.entry(name.clone()).or_insert(0) += 1;
+    }
+    let mut env: HashMap<String, Val> = HashMap::new();
+    for (name, t) in &m.initializers {
+        env.insert(name.clone(), Val::Const(t.clone()));
+    }
+    for d in m.inputs.iter() {
+        if let Some(t) = bound.get(&d.name) {
+            // Bound at build time: a constant of the given value.
+            resolve_input(d, Some(&t.shape))?;
+            let mut t = t.clone();
+            t.elem = d.elem;
+            env.insert(d.name.clone(), Val::Const(Arc::new(t)));
+            continue;
+        }
+        let i = an.inputs.len();
+        let shape = resolve_input(d, shapes.get(&d.name))?;
+        if !d.elem.is_float() {
+            return Err(Error::Unsupported {
+                node: format!("input {}", d.name),
+                op: "graph input".into(),
+                what: format!(
+                    "element type {} (device tensors are float: give integer inputs with --input, which binds them at build time)",
+                    d.elem.name()
+                ),
+            });
+        }
+        an.values.push(DynVal {
+            name: d.name.clone(),
+            shape: shape.clone(),
+            elem: d.elem,
+            alias_of: None,
+            input: Some(i),
+        });
+        env.insert(d.name.clone(), Val::Dyn(an.values.len() - 1));
+        an.inputs.push((d.name.clone(), d.elem, shape));
+    }
+    for name in shapes.keys().chain(bound.keys()) {
+        if !m.inputs.iter().any(|d| &d.name == name) {
+            return invalid!("the model has no input named '{name}'");
+        }
+    }
+    for (ni, node) in m.nodes.iter().enumerate() {
+        let ins = node
+            .inputs
+            .iter()
+            .map(|n| {
+                if n.is_empty() {
+                    Ok(None)
+                } else {
+                    env.get(n).cloned().map(Some).ok_or_else(|| {
+                        node.invalid(format!(
+                            "input '{n}' is not produced by an earlier node, an initializer or a graph input"
+                        ))
+                    })
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut cx = Ctx {
+            node,
+            opset: m.opset,
+            ins,
+            an: &mut an,
+        };
+        let outcome = ops::eval(&mut cx)?;
+        let outs: Vec<&String> = node.outputs.iter().collect();
+        match outcome {
+            Outcome::Folded(ts) => {
+                an.folded += 1;
+                for (o, t) in outs.iter().zip(ts) {
+                    if !o.is_empty() {
+                        env.insert((*o).clone(), Val::Const(Arc::new(t)));
+                    }
+                }
+            }
+            Outcome::Alias(shape) => {
+                let src = match env.get(node.inputs.first().map_or("", String::as_str)) {
+                    Some(Val::Dyn(d)) => *d,
+                    _ => return Err(node.invalid("aliases a value that is not computed")),
+                };
+                check_elems(node, &shape)?;
+                let root = an.values[src].alias_of.unwrap_or(src);
+                let elem = an.values[src].elem;
+                if let Some(o) = outs.first() {
+                    an.values.push(DynVal {
+                        name: (*o).clone(),
+                        shape,
+                        elem,
+                        alias_of: Some(root),
+                        input: None,
+                    });
+                    env.insert((*o).clone(), Val::Dyn(an.values.len() - 1));
+                }
+            }
+            Outcome::Step(kind, operands, shapes_out) => {
+                let elem = match operands.iter().find_map(|o| match o {
+                    Operand::Dyn(d) => Some(an.values[*d].elem),
+                    Operand::Const(_) => None,
+                }) {
+                    Some(e) => e,
+                    None => Elem::F32,
+                };
+                let mut ids = Vec::new();
+                for (i, s) in shapes_out.into_iter().enumerate() {
+                    check_elems(node, &s)?;
+                    let name = outs
+                        .get(i)
+                        .map(|o| (*o).clone())
+                        .filter(|o| !o.is_empty())
+                        .unwrap_or_else(|| format!("{}:{i}", node.name));
+                    an.values.push(DynVal {
+                        name: name.clone(),
+                        shape: s,
+                        elem,
+                        alias_of: None,
+                        input: None,
+                    });
+                    let id = an.values.len() - 1;
+                    ids.push(id);
+                    if outs.get(i).is_some_and(|o| !o.is_empty()) {
+                        env.insert(name, Val::Dyn(id));
+                    }
+                }
+                an.steps.push(Step {
+                    node: ni,
+                    kind,
+                    ins: operands,
+                    outs: ids,
+                });
+            }
+        }
+    }
+    for d in &m.outputs {
+        let Some(v) = env.get(&d.name) else {
+            return invalid!("graph output '{}' is not produced by any node", d.name);
+        };
+        an.outputs.push((d.name.clone(), v.clone()));
+    }
+    Ok(an)
+}
+
+fn check_elems(node: &Node, shape: &[usize]) -> Result<()> {
+    match numel(shape) {
+        Some(n) if n <= MAX_ELEMS => Ok(()),
+        _ => Err(node.invalid(format!("output shape {shape:?} is too large"))),
+    }
+}
+
+fn resolve_input(d: &crate::graph::ValueDecl, given: Option<&Vec<usize>>) -> Result<Vec<usize>> {
+    let Some(decl) = &d.shape else {
+        return match given {
+            Some(s) => Ok(s.clone()),
+            None => invalid!(
+                "input '{}' has no declared shape: give it with --input {}=FILE.npy",
+                d.name,
+                d.name
+            ),
+        };
+    };
+    match given {
+        Some(s) => {
+            if s.len() != decl.len() {
+                return invalid!(
+                    "input '{}': shape {s:?} has rank {}, the model declares rank {}",
+                    d.name,
+                    s.len(),
+                    decl.len()
+                );
+            }
+            for (i, (g, want)) in s.iter().zip(decl).enumerate() {
+                if let Dim::Fixed(w) = want
+                    && w != g
+                {
+                    return invalid!(
+                        "input '{}': dimension {i} is {g}, the model declares {w}",
+                        d.name
+                    );
+                }
+            }
+            Ok(s.clone())
+        }
+        None => decl
+            .iter()
+            .map(|x| match x {
+                Dim::Fixed(v) => Ok(*v),
+                Dim::Dynamic(p) => invalid!(
+                    "input '{}' has the dynamic dimension '{p}': give the input with --input {}=FILE.npy to fix it",
+                    d.name,
+                    d.name
+                ),
+            })
+            .collect(),
+    }
+}
