@@ -32,6 +32,7 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+#ifdef WITH_EXECUTE
 /* CPU time of the calling thread: the one-thread execute scenario is timed with it, so that the
  * time the thread spends descheduled on a shared machine does not count (the Rust side,
  * hot_path_support, times its loop the same way). */
@@ -40,6 +41,7 @@ static double thread_cpu_now(void) {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+#endif
 
 static void die(const char *what, NRT_STATUS s) {
     fprintf(stderr, "hot_path: %s failed with status %d\n", what, (int)s);

@@ -244,7 +244,13 @@ pub(crate) fn is_spec(path: &Path) -> bool {
 /// Parses NEFF bytes and extracts the simulator programs.
 pub(crate) fn parse_neff(path: &Path, bytes: &[u8]) -> Result<(Neff, Vec<Program>)> {
     let shown = path.display();
-    let neff = neff::parse(bytes, &ParseOptions::default())
+    // As the runtime's load: the simulator program carries the weights.
+    let options = ParseOptions {
+        max_member_size: neff::MAX_LOADED_MEMBER_BYTES,
+        max_kept_bytes: neff::MAX_LOADED_MEMBER_BYTES,
+        ..ParseOptions::default()
+    };
+    let neff = neff::parse(bytes, &options)
         .map_err(|e| CliError::new(format!("{shown}: {}", e.message())))?;
     let mut programs = Vec::new();
     for sg in &neff.subgraphs {

@@ -9,7 +9,7 @@ use nrt_kernel::{ActFn, AluOp, DType, View};
 
 use crate::error::{Error, Result};
 use crate::fold;
-use crate::ir::{Kind, Step};
+use crate::ir::{Kind, Operand, Step};
 use crate::lower_ctx::{Lower, kerr, kshape};
 
 fn act(lw: &mut Lower<'_>, out: &View, x: &View, f: ActFn, scale: f32, bias: f32) -> Result<()> {
@@ -33,9 +33,20 @@ fn rs(v: &View, shape: &[usize]) -> Result<View> {
     v.reshape(&kshape(shape)).map_err(kerr)
 }
 
+/// Input `i` of a step (the importer checked the node's input count; a step without it is an
+/// internal error, never a panic).
+fn inp(s: &Step, i: usize) -> Result<&Operand> {
+    s.ins
+        .get(i)
+        .ok_or_else(|| Error::Kernel(format!("a step without its input {i}")))
+}
+
 /// Emits one step.
 pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
-    let out = lw.val(s.outs[0])?;
+    let Some(&first_out) = s.outs.first() else {
+        return Err(Error::Kernel("a step without outputs".into()));
+    };
+    let out = lw.val(first_out)?;
     let oshape = out.shape();
     let x = match s.ins.first() {
         Some(o) => lw.operand(o)?,
@@ -79,12 +90,12 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
         }
         Kind::Lrn(opts) => lrn::lrn(&mut lw.k, &out, &x, opts).map_err(kerr)?,
         Kind::Where => {
-            let a = lw.operand(&s.ins[1])?;
-            let b = lw.operand(&s.ins[2])?;
+            let a = lw.operand(inp(s, 1)?)?;
+            let b = lw.operand(inp(s, 2)?)?;
             pointwise::where_(&mut lw.k, &out, &x, &a, &b).map_err(kerr)?;
         }
         Kind::MatMul { a_t, bias } => {
-            let b = lw.operand(&s.ins[1])?;
+            let b = lw.operand(inp(s, 1)?)?;
             mm(lw, &out, &x, &b, *a_t)?;
             if let Some(bias) = bias {
                 let bv = lw.operand(bias)?;
@@ -92,16 +103,20 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             }
         }
         Kind::Binary(op) => {
-            let b = lw.operand(&s.ins[1])?;
+            // A variadic Sum / Max / Min of one input is that input.
+            let Some(first) = s.ins.get(1) else {
+                return copy(lw, &out, &x);
+            };
+            let b = lw.operand(first)?;
             bin(lw, &out, &x, &b, *op)?;
-            for o in &s.ins[2..] {
+            for o in s.ins.iter().skip(2) {
                 let c = lw.operand(o)?;
                 bin(lw, &out, &out, &c, *op)?;
             }
         }
         Kind::Act { f, scale, bias } => act(lw, &out, &x, *f, *scale, *bias)?,
         Kind::PRelu => {
-            let slope = lw.operand(&s.ins[1])?;
+            let slope = lw.operand(inp(s, 1)?)?;
             let zero = lw.scalar(0.0)?;
             let t = lw.temp(0, &oshape)?;
             bin(lw, &t, &x, &zero, AluOp::Min)?;
@@ -197,8 +212,8 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             let ov = rs(&out, &[n * c, hw])?;
             norm::layernorm(&mut lw.k, &ov, &xv, None, None, *eps).map_err(kerr)?;
             let o3 = rs(&out, &[n, c, hw])?;
-            let sc = lw.operand(&s.ins[1])?;
-            let bi = lw.operand(&s.ins[2])?;
+            let sc = lw.operand(inp(s, 1)?)?;
+            let bi = lw.operand(inp(s, 2)?)?;
             let (sc, bi) = (rs(&sc, &[c, 1])?, rs(&bi, &[c, 1])?);
             bin(lw, &o3, &o3, &sc, AluOp::Mul)?;
             bin(lw, &o3, &o3, &bi, AluOp::Add)?;

@@ -38,6 +38,24 @@ fn broadcasting_binary_ops_are_exact() {
 }
 
 #[test]
+fn variadic_ops_of_one_input_copy_it() {
+    // Sum / Max / Min / Mean with a single input are that input (the ONNX backend node tests'
+    // `*_one_input` cases; this once indexed a second input that is not there).
+    let x = data(2 * 3, 7);
+    for op in ["Sum", "Max", "Min", "Mean"] {
+        let m = model(
+            vec![node(op, &["x"], &["y"], vec![])],
+            &[("x", &[2, 3])],
+            &["y"],
+            vec![],
+            13,
+        );
+        let y = run(&m, &[("x", x.clone())]);
+        assert_eq!(y[0], x, "{op}");
+    }
+}
+
+#[test]
 fn activations_match_their_definitions() {
     let x = data(60, 3);
     let cases: Vec<(&str, Vec<(&str, A)>, fn(f64) -> f64, f64)> = vec![

@@ -80,6 +80,10 @@ pub enum KeepMembers<'a> {
     All,
 }
 
+/// Most bytes of subgraph members a model load keeps, one member or all together (a simulator
+/// program carries the model's weights as constants: ResNet-50 in fp32 is about 100 MB).
+pub const MAX_LOADED_MEMBER_BYTES: usize = 1 << 30;
+
 /// Limits and choices of [`parse`].
 #[derive(Clone, Copy, Debug)]
 pub struct ParseOptions<'a> {

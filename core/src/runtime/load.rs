@@ -14,7 +14,7 @@ use crate::model::Model;
 use crate::neff::{self, KeepMembers, Neff, ParseOptions, SIM_PROGRAM_MEMBER};
 
 /// Most bytes of subgraph members a load keeps (one member or all together).
-const KEPT_LIMIT: usize = 1 << 30;
+const KEPT_LIMIT: usize = neff::MAX_LOADED_MEMBER_BYTES;
 
 impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
     /// `nrt_load`: parse, choose the logical core (`lnc = -1`: the visible core with the fewest
@@ -33,7 +33,11 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 ..Default::default()
             }
         } else {
+            // Only the simulator program is kept; it carries the model's weights as constants,
+            // so it is bounded like the staged members, not by the default member limit.
             ParseOptions {
+                max_member_size: KEPT_LIMIT,
+                max_kept_bytes: KEPT_LIMIT,
                 validate_hash,
                 ..Default::default()
             }
