@@ -141,16 +141,7 @@ fn bench_on(
 
 pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
     let chosen = choose(a.target.backend, a.target.instance, None, Reports::Counters)?;
-    let (model, imported) = if crate::onnx::is_onnx(&a.model) {
-        let (m, i) = crate::onnx::load(&a.model, &a.input, a.dtype)?;
-        (m, Some(i))
-    } else {
-        (load_model(&a.model)?, None)
-    };
-    let args = imported
-        .as_ref()
-        .map_or_else(|| a.input.clone(), |i| i.neff_inputs(&a.input));
-    let inputs = gather_inputs(&model, &args)?;
+    let (model, imported, inputs) = crate::onnx::load_with_inputs(&a.model, &a.input, a.dtype)?;
     let hint = chosen.lnc_hint(&model);
     let rt = Runtime::with_host(chosen.open(), CliHost::new());
     let res = bench_on(&rt, chosen.name(), &model, &inputs, a, &hint)?;

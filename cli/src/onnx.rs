@@ -5,11 +5,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use clap::ValueEnum;
+use nrt_core::io::TensorInfo;
 use nrt_onnx::{Lowered, NodeInfo, NodeTime, Precision};
 use nrt_sim::engine::{ExecReport, TICKS_PER_SECOND};
 use nrt_sim::neff::neff_from_programs;
 
-use crate::backend::{Model, Source, parse_neff};
+use crate::backend::{InputSource, Model, Source, gather_inputs, load_model, parse_neff};
 use crate::error::{CliError, Context, Result};
 use crate::npy;
 use crate::out::{self, Report};
@@ -374,4 +375,29 @@ pub(crate) fn trace_with_nodes(mut json: String, imp: &Imported, times: &[NodeTi
     }
     json.push_str("]}");
     json
+}
+
+/// The model at `path` for `nrt run` / `nrt bench` — an ONNX model built in memory (then with
+/// what its import says about it) or a NEFF or spec — and its inputs gathered from the
+/// `--input` arguments.
+pub(crate) fn load_with_inputs(
+    path: &Path,
+    input: &[String],
+    dtype: DtypeArg,
+) -> Result<(
+    Model,
+    Option<Imported>,
+    Vec<(TensorInfo, Vec<u8>, InputSource)>,
+)> {
+    let (model, imported) = if is_onnx(path) {
+        let (m, i) = load(path, input, dtype)?;
+        (m, Some(i))
+    } else {
+        (load_model(path)?, None)
+    };
+    let args = imported
+        .as_ref()
+        .map_or_else(|| input.to_vec(), |i| i.neff_inputs(input));
+    let inputs = gather_inputs(&model, &args)?;
+    Ok((model, imported, inputs))
 }

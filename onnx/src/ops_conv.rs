@@ -52,6 +52,20 @@ fn pads_for(n: &Node, x: &[usize], ek: &[usize], s: &[usize]) -> Result<Vec<usiz
     }
 }
 
+/// The optional bias `B` (input 2) of a convolution or transposed convolution with `o` output
+/// channels: a constant of one value per output channel.
+fn conv_bias(n: &Node, cx: &Ctx<'_>, o: usize) -> Result<Option<Arc<HostTensor>>> {
+    let b = if cx.has(2) {
+        Some(cx.need_const(2, "B")?)
+    } else {
+        None
+    };
+    if b.as_ref().is_some_and(|b| b.len() != o) {
+        return Err(n.invalid("B must have one value per output channel"));
+    }
+    Ok(b)
+}
+
 pub(crate) fn conv(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let x = cx.shape(0)?;
@@ -98,14 +112,7 @@ pub(crate) fn conv(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         out.push((span - ek[i]) / s[i] + 1);
     }
-    let b = if cx.has(2) {
-        Some(cx.need_const(2, "B")?)
-    } else {
-        None
-    };
-    if b.as_ref().is_some_and(|b| b.len() != o) {
-        return Err(n.invalid("B must have one value per output channel"));
-    }
+    let b = conv_bias(n, cx, o)?;
     let (cfg, w) = if k == 2 {
         (
             Conv2dConfig {
@@ -262,14 +269,7 @@ pub(crate) fn conv_transpose(cx: &mut Ctx<'_>) -> Result<Outcome> {
         };
         out.push(v);
     }
-    let b = if cx.has(2) {
-        Some(cx.need_const(2, "B")?)
-    } else {
-        None
-    };
-    if b.as_ref().is_some_and(|b| b.len() != o) {
-        return Err(n.invalid("B must have one value per output channel"));
-    }
+    let b = conv_bias(n, cx, o)?;
     let cfg = if k == 2 {
         ConvTransposeConfig {
             stride: (s[0], s[1]),

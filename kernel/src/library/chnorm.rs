@@ -36,7 +36,7 @@ use nrt_core::{Error, err};
 use nrt_sim::engine::{ActFn, AluOp, DType};
 
 use super::nary::{Block, MapSpec, map};
-use super::util::{P, blocks, float, hbm, hbm_out};
+use super::util::{P, blocks, float, hbm, hbm_out, same_shape_io};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
 use crate::ops::{ActBias, Activation, BnAggr, BnStats, ScalarTensorTensor, TensorScalarChain};
@@ -137,18 +137,7 @@ pub fn batchnorm(
     eps: f32,
 ) -> Result<(), Error> {
     let f = "batchnorm";
-    hbm(k, x, f, "x")?;
-    hbm_out(k, y, f, "y")?;
-    float(x, f, "x")?;
-    float(y, f, "y")?;
-    if y.shape() != x.shape() {
-        return Err(err!(
-            Invalid,
-            "{f}: y {} must have x {}'s shape",
-            y.describe(),
-            x.describe()
-        ));
-    }
+    same_shape_io(k, y, x, f, "y")?;
     let (n, c, l, x3) = ncl(f, x)?;
     let (_, _, _, y3) = ncl(f, y)?;
     for (v, role) in [

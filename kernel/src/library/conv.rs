@@ -191,6 +191,56 @@ impl Geometry {
     }
 }
 
+/// A 3-D view `[A, B, L]` of a 1-D convolution's operand as the 4-D `[A, B, 1, L]` the 2-D
+/// kernels take (`H = 1`).
+pub(super) fn as_2d(v: &View) -> View {
+    let mut u = v.clone();
+    u.dims.insert(2, crate::view::Dim { size: 1, stride: 1 });
+    u
+}
+
+/// The checks a convolution and a transposed convolution share (`op` names the kernel in the
+/// messages): `y` is `want` (`[N, O, OH, OW]`), `x` and `w` have one float dtype, `y` a float
+/// one, and `bias`, if any, is a float `[O]`.
+pub(super) fn check_output(
+    op: &str,
+    y: &View,
+    x: &View,
+    w: &View,
+    bias: Option<&View>,
+    want: [usize; 4],
+) -> Result<(), Error> {
+    let [n, o, oh, ow] = want;
+    if y.shape() != want {
+        return Err(err!(
+            Invalid,
+            "{op}: y {} must be [{n}, {o}, {oh}, {ow}] for x {} and w {}",
+            y.describe(),
+            x.describe(),
+            w.describe()
+        ));
+    }
+    if !x.dtype().is_float() || w.dtype() != x.dtype() || !y.dtype().is_float() {
+        return Err(err!(
+            Invalid,
+            "{op}: x {} and w {} must have one float dtype, y {} a float dtype",
+            x.describe(),
+            w.describe(),
+            y.describe()
+        ));
+    }
+    if let Some(b) = bias {
+        if b.shape() != [o] || !b.dtype().is_float() {
+            return Err(err!(
+                Invalid,
+                "{op}: bias {} must be a float [{o}]",
+                b.describe()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Emits `y = conv2d(x, w) (+ b)` into `k` (see the module documentation): HBM views
 /// `x [N, C, H, W]`, `w [O, C/groups, KH, KW]` (the same float dtype), `bias [O]` (any float
 /// dtype), `y [N, O, OH, OW]` (any float dtype); `w` and `bias` contiguous (they are
@@ -207,12 +257,7 @@ pub fn conv2d(
 ) -> Result<(), Error> {
     if x.rank() == 3 && w.rank() == 3 && y.rank() == 3 {
         // 1-D: as H = 1 (`cfg` then has stride, dilation 1 and no padding along H).
-        let up = |v: &View| {
-            let mut u = v.clone();
-            u.dims.insert(2, crate::view::Dim { size: 1, stride: 1 });
-            u
-        };
-        return conv2d(k, &up(y), &up(x), &up(w), bias, cfg);
+        return conv2d(k, &as_2d(y), &as_2d(x), &as_2d(w), bias, cfg);
     }
     let [n, c, h, wd] = dims4(x, "x", "[N, C, H, W]")?;
     let [o, cig, kh, kw] = dims4(w, "w", "[O, C/groups, KH, KW]")?;
@@ -227,33 +272,7 @@ pub fn conv2d(
         ));
     }
     let (oh, ow) = cfg.output_size((h, wd), (kh, kw))?;
-    if y.shape() != [n, o, oh, ow] {
-        return Err(err!(
-            Invalid,
-            "{OP}: y {} must be [{n}, {o}, {oh}, {ow}] for x {} and w {}",
-            y.describe(),
-            x.describe(),
-            w.describe()
-        ));
-    }
-    if !x.dtype().is_float() || w.dtype() != x.dtype() || !y.dtype().is_float() {
-        return Err(err!(
-            Invalid,
-            "{OP}: x {} and w {} must have one float dtype, y {} a float dtype",
-            x.describe(),
-            w.describe(),
-            y.describe()
-        ));
-    }
-    if let Some(b) = bias {
-        if b.shape() != [o] || !b.dtype().is_float() {
-            return Err(err!(
-                Invalid,
-                "{OP}: bias {} must be a float [{o}]",
-                b.describe()
-            ));
-        }
-    }
+    check_output(OP, y, x, w, bias, [n, o, oh, ow])?;
     let geo = Geometry {
         n,
         c,

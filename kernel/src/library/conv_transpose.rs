@@ -28,9 +28,9 @@
 
 use nrt_core::{Error, err};
 
-use super::conv::{Conv2dConfig, Geometry, run};
+use super::conv::{Conv2dConfig, Geometry, as_2d, check_output, run};
 use crate::kernel::Kernel;
-use crate::view::{Dim, View};
+use crate::view::View;
 
 const OP: &str = "conv_transpose2d";
 
@@ -138,12 +138,7 @@ pub fn conv_transpose2d(
     cfg: &ConvTransposeConfig,
 ) -> Result<(), Error> {
     if x.rank() == 3 && w.rank() == 3 && y.rank() == 3 {
-        let up = |v: &View| {
-            let mut u = v.clone();
-            u.dims.insert(2, Dim { size: 1, stride: 1 });
-            u
-        };
-        return conv_transpose2d(k, &up(y), &up(x), &up(w), bias, cfg);
+        return conv_transpose2d(k, &as_2d(y), &as_2d(x), &as_2d(w), bias, cfg);
     }
     let [n, c, h, wd] = dims4(x, "x", "[N, C, H, W]")?;
     let [wc, cog, kh, kw] = dims4(w, "w", "[C, O/groups, KH, KW]")?;
@@ -158,33 +153,7 @@ pub fn conv_transpose2d(
     }
     let o = cog * g;
     let (oh, ow) = cfg.output_size((h, wd), (kh, kw))?;
-    if y.shape() != [n, o, oh, ow] {
-        return Err(err!(
-            Invalid,
-            "{OP}: y {} must be [{n}, {o}, {oh}, {ow}] for x {} and w {}",
-            y.describe(),
-            x.describe(),
-            w.describe()
-        ));
-    }
-    if !x.dtype().is_float() || w.dtype() != x.dtype() || !y.dtype().is_float() {
-        return Err(err!(
-            Invalid,
-            "{OP}: x {} and w {} must have one float dtype, y {} a float dtype",
-            x.describe(),
-            w.describe(),
-            y.describe()
-        ));
-    }
-    if let Some(b) = bias {
-        if b.shape() != [o] || !b.dtype().is_float() {
-            return Err(err!(
-                Invalid,
-                "{OP}: bias {} must be a float [{o}]",
-                b.describe()
-            ));
-        }
-    }
+    check_output(OP, y, x, w, bias, [n, o, oh, ow])?;
     let (dh, dw) = cfg.dilation;
     let [pt, pl, pb, pr] = cfg.pads;
     let (sh, sw) = (dh * (kh - 1), dw * (kw - 1));

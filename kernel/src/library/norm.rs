@@ -39,7 +39,7 @@
 use nrt_core::{Error, err};
 use nrt_sim::engine::{ActFn, AluOp, DType, Program};
 
-use super::util::{P, as_rows, blocks, build_with, float, hbm, hbm_out, release};
+use super::util::{P, as_rows, blocks, build_with, release, same_shape_io};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
 use crate::ops::{
@@ -124,18 +124,7 @@ fn norm(
         Kind::Layer => "layernorm",
         Kind::Rms => "rmsnorm",
     };
-    hbm(k, x, f, "x")?;
-    hbm_out(k, out, f, "out")?;
-    float(x, f, "x")?;
-    float(out, f, "out")?;
-    if out.shape() != x.shape() {
-        return Err(err!(
-            Invalid,
-            "{f}: out {} must have x {}'s shape",
-            out.describe(),
-            x.describe()
-        ));
-    }
+    same_shape_io(k, out, x, f, "out")?;
     let (xr, or) = (as_rows(x, f, "x")?, as_rows(out, f, "out")?);
     let (r, c) = (xr.shape()[0], xr.shape()[1]);
     let mut stat_rows: [Option<View>; 2] = [None, None];

@@ -50,6 +50,30 @@ pub(crate) fn float(v: &View, f: &str, role: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The checks of a kernel whose output has its input's shape: `x` a float HBM view, `out` a
+/// writable float HBM view of `x`'s shape (`out_role` names it in the messages: "out", "y").
+pub(crate) fn same_shape_io(
+    k: &Kernel,
+    out: &View,
+    x: &View,
+    f: &str,
+    out_role: &str,
+) -> Result<(), Error> {
+    hbm(k, x, f, "x")?;
+    hbm_out(k, out, f, out_role)?;
+    float(x, f, "x")?;
+    float(out, f, out_role)?;
+    if out.shape() != x.shape() {
+        return Err(err!(
+            Invalid,
+            "{f}: {out_role} {} must have x {}'s shape",
+            out.describe(),
+            x.describe()
+        ));
+    }
+    Ok(())
+}
+
 /// `v` (rank ≥ 1, contiguous) as `[rows, last dimension]`.
 pub(crate) fn as_rows(v: &View, f: &str, role: &str) -> Result<View, Error> {
     let shape = v.shape();
