@@ -11,9 +11,7 @@ use nrt_sim::Reports;
 use nrt_sim::engine::{self, TICKS_PER_SECOND, TIMING_MODEL};
 
 use crate::args::BenchArgs;
-use crate::backend::{
-    CliHost, InputSource, Model, Rt, choose, gather_inputs, init, load_model, rt_err,
-};
+use crate::backend::{CliHost, InputSource, Model, Rt, choose, init, rt_err};
 use crate::error::{CliError, Result};
 use crate::out::{self, Report};
 use crate::run::{

@@ -377,6 +377,9 @@ pub(crate) fn trace_with_nodes(mut json: String, imp: &Imported, times: &[NodeTi
     json
 }
 
+/// One input of a run: its tensor, its bytes, where they came from.
+pub(crate) type GatheredInput = (TensorInfo, Vec<u8>, InputSource);
+
 /// The model at `path` for `nrt run` / `nrt bench` — an ONNX model built in memory (then with
 /// what its import says about it) or a NEFF or spec — and its inputs gathered from the
 /// `--input` arguments.
@@ -384,11 +387,7 @@ pub(crate) fn load_with_inputs(
     path: &Path,
     input: &[String],
     dtype: DtypeArg,
-) -> Result<(
-    Model,
-    Option<Imported>,
-    Vec<(TensorInfo, Vec<u8>, InputSource)>,
-)> {
+) -> Result<(Model, Option<Imported>, Vec<GatheredInput>)> {
     let (model, imported) = if is_onnx(path) {
         let (m, i) = load(path, input, dtype)?;
         (m, Some(i))

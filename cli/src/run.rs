@@ -16,9 +16,7 @@ use nrt_sim::engine::{
 };
 
 use crate::args::RunArgs;
-use crate::backend::{
-    CliHost, InputSource, Model, Rt, Source, choose, gather_inputs, init, load_model, rt_err,
-};
+use crate::backend::{CliHost, InputSource, Model, Rt, Source, choose, init, rt_err};
 use crate::error::{CliError, Context, Result, bail};
 use crate::npy;
 use crate::out::{self, Report};

@@ -39,7 +39,7 @@
 use nrt_core::{Error, err};
 use nrt_sim::engine::{ActFn, AluOp, DType, Program};
 
-use super::util::{P, as_rows, blocks, build_with, release, same_shape_io};
+use super::util::{P, as_rows, blocks, build_with, float, hbm, hbm_out, release, same_shape_io};
 use crate::handle::Memory;
 use crate::kernel::Kernel;
 use crate::ops::{
