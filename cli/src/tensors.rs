@@ -54,7 +54,10 @@ fn shape_u64(t: &TensorInfo) -> Vec<u64> {
 /// The tensor bytes for `t` from a parsed `.npy` array, after checking shape and type.
 pub(crate) fn from_npy(t: &TensorInfo, a: &NpyArray, file: &str) -> Result<Vec<u8>> {
     let want_shape = shape_u64(t);
-    if a.shape != want_shape {
+    // A 0-d array (a scalar, as ONNX models take them) is the one element of a `[1]` tensor:
+    // NEFF tensors have at least one dimension.
+    let scalar_for_one = a.shape.is_empty() && want_shape == [1];
+    if a.shape != want_shape && !scalar_for_one {
         bail!(
             "input '{}': {file} has shape {}, the model expects {}",
             t.name,
@@ -287,6 +290,23 @@ mod tests {
         };
         let e = from_npy(&t, &a, "f.npy").unwrap_err().to_string();
         assert!(e.contains("shape [3, 2], the model expects [2, 3]"), "{e}");
+    }
+
+    #[test]
+    fn a_scalar_array_fills_a_one_element_tensor_only() {
+        let scalar = NpyArray {
+            descr: "<f4".into(),
+            shape: vec![],
+            data: 2.5f32.to_le_bytes().to_vec(),
+        };
+        let one = info(Dtype::Float32, &[1]);
+        assert_eq!(
+            from_npy(&one, &scalar, "s.npy").unwrap(),
+            2.5f32.to_le_bytes().to_vec()
+        );
+        let two = info(Dtype::Float32, &[2]);
+        let e = from_npy(&two, &scalar, "s.npy").unwrap_err().to_string();
+        assert!(e.contains("has shape [], the model expects [2]"), "{e}");
     }
 
     #[test]
