@@ -81,6 +81,24 @@ fn col(k: &mut Kernel, name: &str, v: &View, c0: usize, cn: usize) -> Result<Til
     Ok(t)
 }
 
+/// For channels `c0..c0 + cn`: loads the four `[C]` parameters and computes their scale and
+/// shift ([`affine`]) into two new `[cn, 1]` fp32 tiles.
+fn block_affine(
+    k: &mut Kernel,
+    (scale, bias, mean, var): (&View, &View, &View, &View),
+    eps: f32,
+    c0: usize,
+    cn: usize,
+) -> Result<(Tile, Tile), Error> {
+    let ld = |k: &mut Kernel, v: &View, nm: &str| col(k, nm, v, c0, cn);
+    let (sc, bi) = (ld(k, scale, "bn_scale")?, ld(k, bias, "bn_bias")?);
+    let (me, va) = (ld(k, mean, "bn_mean")?, ld(k, var, "bn_var")?);
+    let s = k.sbuf_tile("bn_s", DType::F32, &[cn, 1])?;
+    let b = k.sbuf_tile("bn_b", DType::F32, &[cn, 1])?;
+    affine(k, (&s, &b), (&sc, &bi, &me, &va), eps)?;
+    Ok((s, b))
+}
+
 /// `s = scale / √(var + eps)` into `s`, `b = bias − mean·s` into `b` (all `[cn, 1]` fp32).
 fn affine(
     k: &mut Kernel,
@@ -164,12 +182,7 @@ pub fn batchnorm(
         let mut turn = 0usize;
         for (c0, cn) in blocks(c, P) {
             k.scope(|k| {
-                let ld = |k: &mut Kernel, v: &View, nm: &str| col(k, nm, v, c0, cn);
-                let (sc, bi) = (ld(k, scale, "bn_scale")?, ld(k, bias, "bn_bias")?);
-                let (me, va) = (ld(k, mean, "bn_mean")?, ld(k, var, "bn_var")?);
-                let s = k.sbuf_tile("bn_s", DType::F32, &[cn, 1])?;
-                let b = k.sbuf_tile("bn_b", DType::F32, &[cn, 1])?;
-                affine(k, (&s, &b), (&sc, &bi, &me, &va), eps)?;
+                let (s, b) = block_affine(k, params, eps, c0, cn)?;
                 for (n0, nn) in blocks(n, nb) {
                     for (l0, ln) in blocks(l, lc) {
                         let sel = |v: &View| -> Result<View, Error> {
@@ -211,12 +224,7 @@ fn batchnorm_rows(
     let bs = (*k.scratch(&format!("{}.bn_b{tag}", y.name()), DType::F32, &[c])?).clone();
     for (c0, cn) in blocks(c, P) {
         k.scope(|k| {
-            let ld = |k: &mut Kernel, v: &View, nm: &str| col(k, nm, v, c0, cn);
-            let (sc, bi) = (ld(k, scale, "bn_scale")?, ld(k, bias, "bn_bias")?);
-            let (me, va) = (ld(k, mean, "bn_mean")?, ld(k, var, "bn_var")?);
-            let s = k.sbuf_tile("bn_s", DType::F32, &[cn, 1])?;
-            let b = k.sbuf_tile("bn_b", DType::F32, &[cn, 1])?;
-            affine(k, (&s, &b), (&sc, &bi, &me, &va), eps)?;
+            let (s, b) = block_affine(k, (scale, bias, mean, var), eps, c0, cn)?;
             k.dma_copy(&ss.slice(0, c0..c0 + cn)?.reshape(&[cn, 1])?, &s)?;
             k.dma_copy(&bs.slice(0, c0..c0 + cn)?.reshape(&[cn, 1])?, &b)
         })?;
