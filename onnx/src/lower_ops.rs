@@ -9,8 +9,11 @@ use nrt_kernel::{ActFn, AluOp, DType, View};
 
 use crate::error::{Error, Result};
 use crate::fold;
+use std::sync::Arc;
+
 use crate::ir::{Kind, Operand, Step};
 use crate::lower_ctx::{Lower, kerr, kshape};
+use crate::tensor::HostTensor;
 
 fn act(lw: &mut Lower<'_>, out: &View, x: &View, f: ActFn, scale: f32, bias: f32) -> Result<()> {
     if scale == 1.0 && bias == 0.0 {
@@ -57,7 +60,7 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
         Kind::Conv {
             cfg, w, b, relu, ..
         } => {
-            let wv = lw.konst(w, lw.dt)?;
+            let (wv, cio) = conv_weights(lw, w, cfg.groups)?;
             let bv = match b {
                 Some(b) => Some(lw.konst(b, DType::F32)?),
                 None => None,
@@ -70,7 +73,7 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             } else {
                 (x.clone(), out.clone())
             };
-            conv_banded(lw, &y4, &x4, &wv, bv.as_ref(), cfg)?;
+            conv_banded(lw, &y4, &x4, (&wv, cio), bv.as_ref(), cfg)?;
             if *relu {
                 act(lw, &out, &out, ActFn::Relu, 1.0, 0.0)?;
             }
@@ -333,13 +336,51 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
 /// output rows (the library keeps a whole padded plane per channel chunk in SBUF).
 const BAND_BYTES: usize = 64 << 10;
 
-/// `conv2d`, in bands of output rows when the padded input plane is large: each band reads
-/// the input rows it needs (a slice of `x`) with the padding that falls inside it.
+/// The convolution weights `w [O, C/groups, KH, KW]` as a kernel constant: laid out
+/// input-channel major (`[C, KH, KW, O/groups]`, transposed here on the host, as a compiler
+/// stores them ahead of time, so the program loads each stationary tile with one DMA instead
+/// of transposing every tap on TensorE) when the convolution runs on TensorE
+/// (`C/groups ≥ 2`); as they are for a depthwise one. The flag says which.
+fn conv_weights(lw: &mut Lower<'_>, w: &Arc<HostTensor>, groups: usize) -> Result<(View, bool)> {
+    let (o, cig, kh, kw) = match w.shape[..] {
+        [o, c, kh, kw] => (o, c, kh, kw),
+        _ => return Ok((lw.konst(w, lw.dt)?, false)),
+    };
+    let crate::tensor::Data::F(v) = &w.data else {
+        return Ok((lw.konst(w, lw.dt)?, false));
+    };
+    let taps = kh * kw;
+    if cig < 2 || groups == 0 || o % groups != 0 || v.len() != o * cig * taps {
+        return Ok((lw.konst(w, lw.dt)?, false));
+    }
+    let cog = o / groups;
+    let mut t = vec![0f64; v.len()];
+    for (i, &x) in v.iter().enumerate() {
+        // i = ((g·cog + oc)·cig + ci)·taps + tap
+        let (tap, rest) = (i % taps, i / taps);
+        let (ci, oo) = (rest % cig, rest / cig);
+        let (g, oc) = (oo / cog, oo % cog);
+        t[((g * cig + ci) * taps + tap) * cog + oc] = x;
+    }
+    let ht = Arc::new(HostTensor::floats(
+        w.elem,
+        vec![cig * groups, kh, kw, cog],
+        t,
+    ));
+    let view = lw.konst(&ht, lw.dt)?;
+    // Kept alive: the constant cache is keyed by address.
+    lw.keep.push(ht);
+    Ok((view, true))
+}
+
+/// `conv2d` (or `conv2d_cio` when `w.1`: weights `[C, KH, KW, O/groups]`), in bands of output
+/// rows when the padded input plane is large: each band reads the input rows it needs (a
+/// slice of `x`) with the padding that falls inside it.
 fn conv_banded(
     lw: &mut Lower<'_>,
     y: &View,
     x: &View,
-    w: &View,
+    (w, cio): (&View, bool),
     b: Option<&View>,
     cfg: &conv::Conv2dConfig,
 ) -> Result<()> {
@@ -347,11 +388,12 @@ fn conv_banded(
     let (h, wd, oh) = (xs[2], xs[3], ys[2]);
     let [pt, pl, _, pr] = cfg.pads;
     let (s, d) = (cfg.stride.0, cfg.dilation.0);
-    let ek = (ws[2].max(1) - 1) * d + 1;
+    let ek = (ws[if cio { 1 } else { 2 }].max(1) - 1) * d + 1;
+    let conv = if cio { conv::conv2d_cio } else { conv::conv2d };
     let row = (wd + pl + pr) * x.dtype().size();
     let rows_in = |r: usize| (r.max(1) - 1) * s + ek;
     if rows_in(oh) * row <= BAND_BYTES || oh <= 1 {
-        return conv::conv2d(&mut lw.k, y, x, w, b, cfg).map_err(kerr);
+        return conv(&mut lw.k, y, x, w, b, cfg).map_err(kerr);
     }
     let mut band = oh;
     while band > 1 && rows_in(band) * row > BAND_BYTES {
@@ -369,7 +411,7 @@ fn conv_banded(
         c.pads = [top, pl, bottom, pr];
         let xb = x.slice(2, lo..hi.max(lo)).map_err(kerr)?;
         let yb = y.slice(2, r0..r1).map_err(kerr)?;
-        conv::conv2d(&mut lw.k, &yb, &xb, w, b, &c).map_err(kerr)?;
+        conv(&mut lw.k, &yb, &xb, w, b, &c).map_err(kerr)?;
         r0 = r1;
     }
     Ok(())

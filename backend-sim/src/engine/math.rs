@@ -1,7 +1,8 @@
 //! Deterministic arithmetic: activation functions built only from IEEE-754 `+ - * /` (no
 //! platform `libm`, so every machine computes the same bits), the elementwise ALU rules, the
 //! canonical NaN, and the TensorE matmul kernel (a fast GEMM for the tiles where it provably
-//! gives the rule's bits on every CPU, with or without FMA; a scalar loop for the others).
+//! gives the rule's bits on every CPU, with or without FMA; an unfused vectorised kernel or a
+//! scalar loop for the others).
 //!
 //! Everything here assumes the default floating-point environment (round to nearest even,
 //! gradual underflow), which Rust requires, and relies on Rust never contracting `a * b + c`
@@ -9,6 +10,7 @@
 
 mod fast;
 mod matmul;
+mod unfused;
 
 pub(crate) use self::matmul::{in_exact_window, matmul_stationary};
 use super::isa::ActFunc;

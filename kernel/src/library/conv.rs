@@ -26,7 +26,10 @@
 //! The weights are loaded once, before the images: each `[O, C/g·KH·KW]` row block
 //! contiguously, and each tap's `[O, C]` (a strided view of it) transposed to `[C, O]` on
 //! TensorE (a matmul by the identity, exact) and copied out of PSUM by ScalarE, in the input
-//! dtype.
+//! dtype. [`conv2d_cio`] takes them already input-channel major (`[C, KH, KW, O/groups]`, as
+//! a compiler lays constant weights out ahead of time): one load per input-channel chunk and
+//! no transposes, with the same results bit for bit (`conv_weights.rs` has the three
+//! layouts).
 //!
 //! **Depthwise** convolutions (one input channel per group, `C/groups = 1`, any channel
 //! multiplier `O/C`) do not use TensorE — a 1-deep contraction would waste it — but VectorE:
@@ -47,12 +50,10 @@
 use nrt_core::{Error, err};
 use nrt_sim::engine::{ActFn, AluOp, DType, EngineId, Program};
 
-use super::attention::identity;
 use crate::handle::Memory;
 use crate::kernel::Kernel;
 use crate::ops::{NcMatmul, TensorCopy};
 use crate::pool::TilePool;
-use crate::tiles::Tile;
 use crate::view::View;
 
 const OP: &str = "conv2d";
@@ -156,6 +157,9 @@ pub(crate) struct Geometry {
     /// Weights as a transposed convolution stores them, `[C, O/groups, KH, KW]`, applied
     /// flipped (tap `t` reads tap `KH·KW − 1 − t`).
     pub(crate) flip: bool,
+    /// Weights laid out input-channel major, `[C, KH, KW, O/groups]` ([`conv2d_cio`]): each
+    /// tap's stationary `[C, O]` is a slice of them, loaded by one DMA per tile.
+    pub(crate) cio: bool,
 }
 
 impl Geometry {
@@ -286,8 +290,61 @@ pub fn conv2d(
         cfg: *cfg,
         up: (1, 1),
         flip: false,
+        cio: false,
     };
     run(k, &geo, y, x, w, bias)
+}
+
+/// [`conv2d`] with the weights already in the layout the TensorE path consumes, as a compiler
+/// would store them ahead of time: `w_cio [C, KH, KW, O/groups]` (row `g·C/groups + c` holds
+/// input channel `c` of group `g`; `w_cio[g·C/g + c][i][j][o] = w[g·O/g + o][c][i][j]`), so
+/// the weights are loaded by one DMA per tile instead of being transposed per tap on TensorE.
+/// Same operands, checks and results as [`conv2d`] otherwise (1-D: `w_cio [C, K, O/groups]`).
+/// Depthwise convolutions (`C/groups = 1`, which run on VectorE with the `[O, 1, KH, KW]`
+/// layout) are refused: use [`conv2d`] for them.
+pub fn conv2d_cio(
+    k: &mut Kernel,
+    y: &View,
+    x: &View,
+    w_cio: &View,
+    bias: Option<&View>,
+    cfg: &Conv2dConfig,
+) -> Result<(), Error> {
+    if x.rank() == 3 && w_cio.rank() == 3 && y.rank() == 3 {
+        let mut w4 = w_cio.clone();
+        w4.dims.insert(1, crate::view::Dim { size: 1, stride: 1 });
+        return conv2d_cio(k, &as_2d(y), &as_2d(x), &w4, bias, cfg);
+    }
+    let [n, c, h, wd] = dims4(x, "x", "[N, C, H, W]")?;
+    let [wc, kh, kw, cog] = dims4(w_cio, "w", "[C, KH, KW, O/groups]")?;
+    let g = cfg.groups;
+    if g == 0 || c % g != 0 || wc != c || c / g < 2 {
+        return Err(err!(
+            Invalid,
+            "{OP}: groups {g} must divide the input channels {c}, w {} must have C = {c} rows, \
+             and C/groups must be at least 2 (depthwise convolutions take conv2d's layout)",
+            w_cio.describe()
+        ));
+    }
+    let o = cog * g;
+    let (oh, ow) = cfg.output_size((h, wd), (kh, kw))?;
+    check_output(OP, y, x, w_cio, bias, [n, o, oh, ow])?;
+    let geo = Geometry {
+        n,
+        c,
+        o,
+        kh,
+        kw,
+        oh,
+        ow,
+        cig: c / g,
+        cog,
+        cfg: *cfg,
+        up: (1, 1),
+        flip: false,
+        cio: true,
+    };
+    run(k, &geo, y, x, w_cio, bias)
 }
 
 /// Runs a validated convolution (see [`Geometry`]).
@@ -330,19 +387,6 @@ pub fn build_conv2d(
     let y = k.output("y", dtype, &[input[0], weight[0], oh, ow])?;
     conv2d(&mut k, &y, &x, &w, b.as_deref(), cfg)?;
     k.build()
-}
-
-/// Loads `bias[o0 .. o0 + n]` as an fp32 `[n, 1]` tile (or `None`).
-fn load_bias(
-    k: &mut Kernel,
-    bias: Option<&View>,
-    o0: usize,
-    n: usize,
-) -> Result<Option<Tile>, Error> {
-    let Some(b) = bias else { return Ok(None) };
-    let t = k.sbuf_tile("conv_bias", DType::F32, &[n, 1])?;
-    k.dma_copy(&t, &b.slice(0, o0..o0 + n)?.reshape(&[n, 1])?)?;
-    Ok(Some(t))
 }
 
 /// Loads channels `c0 .. c0 + cn` of image `img` into the next zero-padded tile of `pool`
@@ -466,7 +510,7 @@ fn block(geo: &Geometry) -> (usize, usize) {
 }
 
 /// `(start, len)` chunks of `0..n`, `step` long.
-fn chunks(n: usize, step: usize) -> Vec<(usize, usize)> {
+pub(super) fn chunks(n: usize, step: usize) -> Vec<(usize, usize)> {
     (0..n).step_by(step).map(|s| (s, step.min(n - s))).collect()
 }
 
@@ -484,84 +528,27 @@ fn matmul_conv(
     let groups = geo.cfg.groups;
     let ci_chunks = chunks(geo.cig, 128);
     let co_chunks = chunks(geo.cog, 128);
-    // Weights: wts[g][co chunk][ci chunk] = [cin, taps, con] (a tap's stationary:
-    // [cin, con]); biases: bts[g][co chunk] = [con, 1] fp32.
-    let mut wts: Vec<Vec<Vec<Tile>>> = Vec::new();
-    let mut bts: Vec<Vec<Option<Tile>>> = Vec::new();
-    let w2 = w.reshape(&[geo.o, geo.cig * t])?;
-    let ident = identity(k, dt, "conv_identity")?;
-    let mut tr_pool = k.tile_pool("conv_w_psum", Memory::Psum, DType::F32, &[128, 128], 2)?;
-    for g in 0..groups {
-        let (mut per_co, mut per_co_b) = (Vec::new(), Vec::new());
-        for &(o0, on) in &co_chunks {
-            let ob = g * geo.cog + o0;
-            let mut tiles = Vec::new();
-            for &(_, cn) in &ci_chunks {
-                tiles.push(k.sbuf_tile("conv_w", dt, &[cn, t, on])?);
-            }
-            if geo.flip {
-                // [C, O/g, taps] as stored: rows are input channels, so each tap's [cn, on]
-                // is a strided view of a contiguous load, copied (flipped) into place.
-                let wt2 = w.reshape(&[geo.c, geo.cog * t])?;
-                for (wt, &(c0, cn)) in tiles.iter().zip(&ci_chunks) {
-                    k.scope(|k| {
-                        let raw = k.sbuf_tile("conv_w_raw", dt, &[cn, on, t])?;
-                        let rows = g * geo.cig + c0;
-                        k.dma_copy(
-                            &raw.reshape(&[cn, on * t])?,
-                            &wt2.slice(0, rows..rows + cn)?
-                                .slice(1, o0 * t..(o0 + on) * t)?,
-                        )?;
-                        for tap in 0..t {
-                            k.emit(TensorCopy {
-                                dst: &wt.select(1, tap)?,
-                                src: &raw.select(2, t - 1 - tap)?,
-                                engine: Some(EngineId::Scalar),
-                            })?;
-                        }
-                        Ok(())
-                    })?;
-                }
-                per_co.push(tiles);
-                per_co_b.push(load_bias(k, bias, ob, on)?);
-                continue;
-            }
-            k.scope(|k| {
-                // [on, cig, taps] as stored; a tap's [on, cn] is a strided view of it,
-                // transposed on TensorE (a matmul by the identity, exact) and copied out of
-                // PSUM by ScalarE.
-                let raw = k.sbuf_tile("conv_w_raw", dt, &[on, geo.cig, t])?;
-                k.dma_copy(
-                    &raw.reshape(&[on, geo.cig * t])?,
-                    &w2.slice(0, ob..ob + on)?,
-                )?;
-                let id = ident.slice(0, 0..on)?.slice(1, 0..on)?;
-                for (wt, &(c0, cn)) in tiles.iter().zip(&ci_chunks) {
-                    for tap in 0..t {
-                        let ps = tr_pool.next(k)?.slice(0, 0..cn)?.slice(1, 0..on)?;
-                        k.emit(NcMatmul {
-                            dst: &ps,
-                            stationary: &raw.select(2, tap)?.slice(1, c0..c0 + cn)?,
-                            moving: &id,
-                            accumulate: Some(false),
-                        })?;
-                        k.emit(TensorCopy {
-                            dst: &wt.select(1, tap)?,
-                            src: &ps,
-                            engine: Some(EngineId::Scalar),
-                        })?;
-                    }
-                }
-                Ok(())
-            })?;
-            per_co.push(tiles);
-            per_co_b.push(load_bias(k, bias, ob, on)?);
-        }
-        wts.push(per_co);
-        bts.push(per_co_b);
-    }
-    tr_pool.free(k)?;
-    k.free(&ident)?;
+    let super::conv_weights::Stationaries {
+        views: wts,
+        held: _held,
+        bias: bts,
+    } = super::conv_weights::load(
+        k,
+        &super::conv_weights::WeightShape {
+            c: geo.c,
+            o: geo.o,
+            cig: geo.cig,
+            cog: geo.cog,
+            taps: t,
+            groups,
+            flip: geo.flip,
+            cio: geo.cio,
+        },
+        w,
+        bias,
+        &ci_chunks,
+        &co_chunks,
+    )?;
     let (rb, cb) = block(geo);
     // Double-buffered accumulators and output blocks: TensorE fills one while the other is
     // evacuated (alternately by VectorE and ScalarE) and stored.

@@ -180,6 +180,7 @@ pub fn conv_transpose2d(
         },
         up: cfg.stride,
         flip: true,
+        cio: false,
     };
     run(k, &geo, y, x, w, bias)
 }

@@ -90,6 +90,7 @@ pub mod attention;
 pub mod chnorm;
 pub mod conv;
 pub mod conv_transpose;
+mod conv_weights;
 pub mod data;
 pub mod elementwise;
 pub mod gather;

@@ -1,6 +1,7 @@
 //! The TensorE matmul kernel: a fast GEMM (the `gemm` crate, through [`super::fast`]) for
-//! the tiles where it provably gives the rule's bits on every CPU, with or without FMA; a
-//! scalar loop for the others.
+//! the tiles where it provably gives the rule's bits on every CPU, with or without FMA; for
+//! the others, the rule's own register-blocked unfused kernel ([`super::unfused`], AVX), or the
+//! scalar loop where that is unavailable.
 
 use std::sync::OnceLock;
 
@@ -72,6 +73,10 @@ pub(crate) fn matmul_stationary(
         && gemm_is_sequential()
         && gemm(a, b, ldb, c, k, m, n)
     {
+        return;
+    }
+    if super::unfused::matmul(a, b, ldb, c, k, m, n) {
+        c.iter_mut().for_each(|x| *x = canon(*x));
         return;
     }
     matmul_rule(a, b, ldb, c, k, m, n);
