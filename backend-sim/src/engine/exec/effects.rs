@@ -287,28 +287,41 @@ fn gather_rows_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>, ld: usize
         if contiguous {
             let off = ap.offset as usize;
             if let Some(src) = part.get(off..off + f * es) {
-                if dt == DType::F32 {
-                    out.extend(
-                        src.chunks_exact(4)
-                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                    );
-                } else if dt == DType::Bf16 {
-                    out.extend(src.chunks_exact(2).map(|c| {
-                        f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)
-                    }));
-                } else {
-                    out.extend(src.chunks_exact(es).map(|c| load_f32(dt, c)));
-                }
+                out.resize(start + f, 0.0);
+                decode_run(dt, src, &mut out[start..]);
             }
             out.resize(start + ld, 0.0);
         } else {
             out.resize(start + ld, 0.0);
             if let Some(row) = out.get_mut(start..start + f) {
-                ap.for_each_offset(|i, o| {
-                    if let (Some(dst), Some(src)) = (row.get_mut(i), part.get(o..o + es)) {
-                        *dst = load_f32(dt, src);
+                ap.for_each_run(|i, o, n| {
+                    if let (Some(dst), Some(src)) = (row.get_mut(i..i + n), part.get(o..o + n * es))
+                    {
+                        decode_run(dt, src, dst);
                     }
                 });
+            }
+        }
+    }
+}
+
+/// `dst[i] = load_f32(dt, src[i·size ..])` for every element of `dst` (`src` holds
+/// `dst.len()` elements of `dt`): fp32 and bf16 by straight-line conversions that vectorise.
+fn decode_run(dt: DType, src: &[u8], dst: &mut [f32]) {
+    match dt {
+        DType::F32 => {
+            for (d, c) in dst.iter_mut().zip(src.chunks_exact(4)) {
+                *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        DType::Bf16 => {
+            for (d, c) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                *d = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
+            }
+        }
+        _ => {
+            for (d, c) in dst.iter_mut().zip(src.chunks_exact(dt.size())) {
+                *d = load_f32(dt, c);
             }
         }
     }

@@ -338,6 +338,43 @@ impl AccessPattern {
         }
     }
 
+    /// [`for_each_offset`](Self::for_each_offset) by runs: `f(index, byte_offset, count)` for
+    /// each maximal stretch of the innermost dimension whose elements are consecutive in
+    /// memory (stride 1): elements `index .. index + count` at `byte_offset`, `+ size`, ….
+    /// The same elements in the same order; one call per element where the innermost
+    /// stride is not 1.
+    pub(crate) fn for_each_run(&self, mut f: impl FnMut(usize, usize, usize)) {
+        let dims = self.used_dims();
+        let Some((inner, outer)) = dims.split_last() else {
+            return;
+        };
+        if inner.stride != 1 || inner.size <= 1 {
+            self.for_each_offset(|i, o| f(i, o, 1));
+            return;
+        }
+        let es = self.dtype.size() as i64;
+        let run = usize::from(inner.size);
+        let mut sizes = [1i64; MAX_DIMS - 1];
+        let mut strides = [0i64; MAX_DIMS - 1];
+        let nd = outer.len();
+        for (i, d) in outer.iter().enumerate() {
+            sizes[MAX_DIMS - 1 - nd + i] = i64::from(d.size);
+            strides[MAX_DIMS - 1 - nd + i] = i64::from(d.stride) * es;
+        }
+        let base = i64::from(self.offset);
+        let mut idx = 0usize;
+        for a in 0..sizes[0] {
+            let oa = base + a * strides[0];
+            for b in 0..sizes[1] {
+                let ob = oa + b * strides[1];
+                for c in 0..sizes[2] {
+                    f(idx, (ob + c * strides[2]) as usize, run);
+                    idx += run;
+                }
+            }
+        }
+    }
+
     /// Whether the pattern is one contiguous run per partition.
     pub(crate) fn is_contiguous(&self) -> bool {
         let mut expect = 1i64;
@@ -410,5 +447,28 @@ mod tests {
         assert!(
             AccessPattern::new(Space::Sbuf, DType::F32, 0, 1, 0, &[(2, 8), (8, 1)]).is_contiguous()
         );
+    }
+
+    #[test]
+    fn runs_cover_the_offsets_in_order() {
+        let cases: &[(DType, u32, &[(u16, i16)])] = &[
+            (DType::F32, 0, &[(7, 1)]),
+            (DType::F32, 64, &[(3, 20), (5, 1)]),
+            (DType::Bf16, 8, &[(2, 100), (3, 30), (4, 1)]),
+            (DType::F32, 4, &[(2, 50), (2, 20), (3, 5), (6, 1)]),
+            (DType::F32, 400, &[(3, -40), (4, 1)]),
+            (DType::F32, 0, &[(3, 8), (4, 2)]),
+            (DType::Bf16, 0, &[(5, 3), (1, 1)]),
+            (DType::F32, 0, &[(4, 0), (2, 1)]),
+        ];
+        for &(dt, off, dims) in cases {
+            let ap = AccessPattern::new(Space::Sbuf, dt, 0, 1, off, dims);
+            let mut want = vec![];
+            ap.for_each_offset(|i, o| want.push((i, o)));
+            let mut got = vec![];
+            let es = dt.size();
+            ap.for_each_run(|i, o, n| got.extend((0..n).map(|j| (i + j, o + j * es))));
+            assert_eq!(got, want, "{dims:?}");
+        }
     }
 }
