@@ -43,8 +43,43 @@ fn numpy_matmul_seconds(m: u64, k: u64, n: u64) -> Option<f64> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
+/// numpy's version, BLAS library and the thread count it runs with here, as numpy reports them.
+fn numpy_blas() -> Option<String> {
+    let script = "import numpy as np\n\
+        try:\n\
+        \x20   b = np.show_config(mode='dicts')['Build Dependencies']['blas']\n\
+        \x20   blas = f\"{b.get('name')} {b.get('version')}\"\n\
+        except Exception:\n\
+        \x20   blas = 'unknown BLAS'\n\
+        print(f'numpy {np.__version__}, BLAS {blas}, 1 thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1)')\n";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("OPENBLAS_NUM_THREADS", "1")
+        .env("OMP_NUM_THREADS", "1")
+        .env("MKL_NUM_THREADS", "1")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 fn matmul_bench() {
-    println!("## Functional matmul (bf16 in, fp32 out) vs numpy fp32 matmul, single thread");
+    match numpy_blas() {
+        Some(s) => println!("reference: {s}"),
+        None => println!("reference: numpy unavailable (python3 -c 'import numpy' failed)"),
+    }
+    for dt in [DType::Bf16, DType::F32] {
+        matmul_bench_dtype(dt);
+    }
+}
+
+/// `dt` Bf16: operands every product of which is exact in fp32, so the engine takes the `gemm`
+/// crate's kernel; F32: full 24-bit significands, so it takes the rule's own unfused kernel
+/// (`engine/math/unfused.rs`).
+fn matmul_bench_dtype(dt: DType) {
+    println!("## Functional matmul ({dt} in, fp32 out) vs numpy fp32 matmul, single thread");
     let quiet = ExecOptions {
         record_events: false,
         ..ExecOptions::default()
@@ -54,7 +89,7 @@ fn matmul_bench() {
         (1024, 1024, 1024),
         (2048, 2048, 2048),
     ] {
-        let p = kernels::matmul(m, k, n, DType::Bf16, DType::F32).unwrap();
+        let p = kernels::matmul(m, k, n, dt, DType::F32).unwrap();
         let mut dev = Device::new(Instance::Trn1);
         let lp = dev.load(0, p).unwrap();
         let a: Vec<f32> = (0..k * m)
@@ -63,10 +98,8 @@ fn matmul_bench() {
         let b: Vec<f32> = (0..k * n)
             .map(|i| ((i * 104_729) % 1000) as f32 / 1000.0)
             .collect();
-        dev.write_tensor(&lp, "lhs_t", &encode_f32(DType::Bf16, &a))
-            .unwrap();
-        dev.write_tensor(&lp, "rhs", &encode_f32(DType::Bf16, &b))
-            .unwrap();
+        dev.write_tensor(&lp, "lhs_t", &encode_f32(dt, &a)).unwrap();
+        dev.write_tensor(&lp, "rhs", &encode_f32(dt, &b)).unwrap();
         let mut ticks = 0;
         let sim = best_of(3, || {
             let t = Instant::now();
