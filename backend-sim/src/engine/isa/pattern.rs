@@ -451,7 +451,8 @@ mod tests {
 
     #[test]
     fn runs_cover_the_offsets_in_order() {
-        let cases: &[(DType, u32, &[(u16, i16)])] = &[
+        type Case = (DType, u32, &'static [(u16, i16)]);
+        let cases: &[Case] = &[
             (DType::F32, 0, &[(7, 1)]),
             (DType::F32, 64, &[(3, 20), (5, 1)]),
             (DType::Bf16, 8, &[(2, 100), (3, 30), (4, 1)]),
