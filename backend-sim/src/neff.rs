@@ -22,8 +22,21 @@ pub fn nrt_dtype(d: DType) -> Dtype {
 
 /// A NEFF with one subgraph per program (`programs[i]` runs on physical core `i` of the
 /// logical core), whose I/O tensors are the programs' inputs and outputs. Programs of a
-/// multi-subgraph NEFF must agree on the I/O tensors they share.
+/// multi-subgraph NEFF must agree on the I/O tensors they share. The payload is a gzipped tar
+/// (package version 2), as the Neuron compiler writes it.
 pub fn neff_from_programs(name: &str, programs: &[Program]) -> Result<Vec<u8>, Error> {
+    neff_from_programs_packed(name, programs, true)
+}
+
+/// [`neff_from_programs`], with the payload gzipped (`gzip`, package version 2) or a plain tar
+/// (package version 1, which the NEFF reader takes as well): for a NEFF built in memory only
+/// to be loaded at once (`nrt run MODEL.onnx`), where compressing and inflating it again is
+/// all cost (ResNet-50's 104 MB program: seconds at deflate level 6).
+pub fn neff_from_programs_packed(
+    name: &str,
+    programs: &[Program],
+    gzip: bool,
+) -> Result<Vec<u8>, Error> {
     let mut tensors: Vec<NeffTensor> = Vec::new();
     for p in programs {
         for t in &p.tensors {
@@ -66,7 +79,7 @@ pub fn neff_from_programs(name: &str, programs: &[Program]) -> Result<Vec<u8>, E
         feature_bits: nrt_core::neff::NeffFeatures::empty(),
         lnc_size,
         num_tpb: lnc_size,
-        gzip: true,
+        gzip,
         subgraphs: programs
             .iter()
             .enumerate()
@@ -77,4 +90,33 @@ pub fn neff_from_programs(name: &str, programs: &[Program]) -> Result<Vec<u8>, E
             .collect(),
         tensors,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use crate::engine::kernels;
+    use nrt_core::neff::{PKG_GZIP_TAR, PKG_PLAIN_TAR, ParseOptions};
+
+    #[test]
+    fn plain_and_gzipped_neffs_carry_the_same_program() {
+        let add = kernels::elementwise(kernels::Elementwise::Add, 4, 8, DType::F32).unwrap();
+        let progs = [add.clone(), add];
+        let gz = neff_from_programs_packed("add", &progs, true).unwrap();
+        let plain = neff_from_programs_packed("add", &progs, false).unwrap();
+        assert_eq!(gz, neff_from_programs("add", &progs).unwrap());
+        let (a, b) = (
+            neff::parse(&gz, &ParseOptions::default()).unwrap(),
+            neff::parse(&plain, &ParseOptions::default()).unwrap(),
+        );
+        assert_eq!(a.header.pkg_version, PKG_GZIP_TAR);
+        assert_eq!(b.header.pkg_version, PKG_PLAIN_TAR);
+        assert_eq!(a.subgraphs, b.subgraphs);
+        assert_eq!(a.tensors, b.tensors);
+        let prog = progs[0].to_bytes();
+        for sg in &b.subgraphs {
+            assert_eq!(sg.member(SIM_PROGRAM_MEMBER), Some(prog.as_slice()));
+        }
+    }
 }
