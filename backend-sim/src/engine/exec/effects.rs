@@ -294,10 +294,25 @@ fn gather_rows_f32(m: &OnChip, ap: &AccessPattern, out: &mut Vec<f32>, ld: usize
         } else {
             out.resize(start + ld, 0.0);
             if let Some(row) = out.get_mut(start..start + f) {
-                ap.for_each_run(|i, o, n| {
-                    if let (Some(dst), Some(src)) = (row.get_mut(i..i + n), part.get(o..o + n * es))
-                    {
-                        decode_run(dt, src, dst);
+                ap.for_each_run(|i, o, n, step| {
+                    let Some(dst) = row.get_mut(i..i + n) else {
+                        return;
+                    };
+                    if step == es as isize {
+                        if let Some(src) = part.get(o..o + n * es) {
+                            decode_run(dt, src, dst);
+                        }
+                        return;
+                    }
+                    // A strided run: element by element, each read bounds-checked.
+                    for (j, d) in dst.iter_mut().enumerate() {
+                        let at = o as isize + j as isize * step;
+                        if let Some(src) = usize::try_from(at)
+                            .ok()
+                            .and_then(|at| part.get(at..at + es))
+                        {
+                            *d = load_f32(dt, src);
+                        }
                     }
                 });
             }
@@ -355,22 +370,43 @@ pub(super) fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
         if contiguous {
             let off = ap.offset as usize;
             if let Some(dst) = part.get_mut(off..off + f * es) {
-                if dt == DType::F32 {
-                    for (c, &v) in dst.chunks_exact_mut(4).zip(row) {
-                        c.copy_from_slice(&v.to_le_bytes());
-                    }
-                } else {
-                    for (c, &v) in dst.chunks_exact_mut(es).zip(row) {
-                        store_f32(dt, v, c);
-                    }
-                }
+                encode_run(dt, row, dst);
             }
         } else {
-            ap.for_each_offset(|i, o| {
-                if let (Some(&v), Some(dst)) = (row.get(i), part.get_mut(o..o + es)) {
-                    store_f32(dt, v, dst);
+            ap.for_each_run(|i, o, n, step| {
+                let Some(vals) = row.get(i..i + n) else {
+                    return;
+                };
+                if step == es as isize {
+                    if let Some(dst) = part.get_mut(o..o + n * es) {
+                        encode_run(dt, vals, dst);
+                    }
+                    return;
+                }
+                for (j, &v) in vals.iter().enumerate() {
+                    let at = o as isize + j as isize * step;
+                    if let Some(dst) = usize::try_from(at)
+                        .ok()
+                        .and_then(|at| part.get_mut(at..at + es))
+                    {
+                        store_f32(dt, v, dst);
+                    }
                 }
             });
+        }
+    }
+}
+
+/// `store_f32(dt, vals[i], dst[i·size ..])` for every element of `vals` (`dst` holds
+/// `vals.len()` elements of `dt`); fp32 by a straight copy of the bits.
+fn encode_run(dt: DType, vals: &[f32], dst: &mut [u8]) {
+    if dt == DType::F32 {
+        for (c, &v) in dst.chunks_exact_mut(4).zip(vals) {
+            c.copy_from_slice(&v.to_bits().to_le_bytes());
+        }
+    } else {
+        for (c, &v) in dst.chunks_exact_mut(dt.size()).zip(vals) {
+            store_f32(dt, v, c);
         }
     }
 }

@@ -338,22 +338,18 @@ impl AccessPattern {
         }
     }
 
-    /// [`for_each_offset`](Self::for_each_offset) by runs: `f(index, byte_offset, count)` for
-    /// each maximal stretch of the innermost dimension whose elements are consecutive in
-    /// memory (stride 1): elements `index .. index + count` at `byte_offset`, `+ size`, ….
-    /// The same elements in the same order; one call per element where the innermost
-    /// stride is not 1.
-    pub(crate) fn for_each_run(&self, mut f: impl FnMut(usize, usize, usize)) {
+    /// [`for_each_offset`](Self::for_each_offset) by runs of the innermost dimension:
+    /// `f(index, byte_offset, count, step)` for each of its runs: elements
+    /// `index .. index + count` at bytes `byte_offset + j·step` (`step` the innermost stride
+    /// in bytes, possibly 0 or negative). The same elements in the same order.
+    pub(crate) fn for_each_run(&self, mut f: impl FnMut(usize, usize, usize, isize)) {
         let dims = self.used_dims();
         let Some((inner, outer)) = dims.split_last() else {
             return;
         };
-        if inner.stride != 1 || inner.size <= 1 {
-            self.for_each_offset(|i, o| f(i, o, 1));
-            return;
-        }
         let es = self.dtype.size() as i64;
         let run = usize::from(inner.size);
+        let step = (i64::from(inner.stride) * es) as isize;
         let mut sizes = [1i64; MAX_DIMS - 1];
         let mut strides = [0i64; MAX_DIMS - 1];
         let nd = outer.len();
@@ -368,7 +364,7 @@ impl AccessPattern {
             for b in 0..sizes[1] {
                 let ob = oa + b * strides[1];
                 for c in 0..sizes[2] {
-                    f(idx, (ob + c * strides[2]) as usize, run);
+                    f(idx, (ob + c * strides[2]) as usize, run, step);
                     idx += run;
                 }
             }
@@ -461,14 +457,17 @@ mod tests {
             (DType::F32, 0, &[(3, 8), (4, 2)]),
             (DType::Bf16, 0, &[(5, 3), (1, 1)]),
             (DType::F32, 0, &[(4, 0), (2, 1)]),
+            (DType::F32, 0, &[(4, 0), (2, 0)]),
+            (DType::F32, 60, &[(3, 5), (4, -2)]),
         ];
         for &(dt, off, dims) in cases {
             let ap = AccessPattern::new(Space::Sbuf, dt, 0, 1, off, dims);
             let mut want = vec![];
             ap.for_each_offset(|i, o| want.push((i, o)));
             let mut got = vec![];
-            let es = dt.size();
-            ap.for_each_run(|i, o, n| got.extend((0..n).map(|j| (i + j, o + j * es))));
+            ap.for_each_run(|i, o, n, step| {
+                got.extend((0..n).map(|j| (i + j, (o as isize + j as isize * step) as usize)))
+            });
             assert_eq!(got, want, "{dims:?}");
         }
     }
