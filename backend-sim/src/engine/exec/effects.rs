@@ -64,13 +64,25 @@ impl Executor<'_, '_> {
                 let p0 = usize::from(moving.start_partition);
                 let p1 = p0 + usize::from(moving.partitions);
                 let generation = src.generation(p0, p1, lo.max(0) as usize, hi.max(0) as usize);
+                // The moving tile's window check only matters with an exact stationary (the
+                // GEMM path needs both); it is made once per gathered tile, when first needed.
                 let mv_exact = match self.mm_moving_key {
-                    Some((ap, g, l, exact)) if ap == moving && g == generation && l == ld => exact,
+                    Some((ap, g, l, exact)) if ap == moving && g == generation && l == ld => {
+                        match exact {
+                            Some(e) => e,
+                            None if st.exact => {
+                                let e = in_exact_window(&mv);
+                                self.mm_moving_key = Some((moving, generation, ld, Some(e)));
+                                e
+                            }
+                            None => false,
+                        }
+                    }
                     _ => {
                         gather_rows_f32(src, &moving, &mut mv, ld);
-                        let exact = in_exact_window(&mv);
+                        let exact = st.exact.then(|| in_exact_window(&mv));
                         self.mm_moving_key = Some((moving, generation, ld, exact));
-                        exact
+                        exact.unwrap_or(false)
                     }
                 };
                 let k = st.k.min(usize::from(moving.partitions));

@@ -253,9 +253,10 @@ struct Executor<'a, 'e> {
     mm_out: Vec<f32>,
     /// What `mm_moving` holds, while it is valid: the moving access pattern, the generation
     /// of its memory when it was read (`OnChip::generation`), the row stride, and whether it
-    /// lies in the fast path's exact window. Consecutive matmuls of one moving tile against
+    /// lies in the fast path's exact window (`None`: not checked yet; only a matmul with an
+    /// exact stationary needs to know). Consecutive matmuls of one moving tile against
     /// several stationaries reuse it.
-    mm_moving_key: Option<(super::isa::AccessPattern, u64, usize, bool)>,
+    mm_moving_key: Option<(super::isa::AccessPattern, u64, usize, Option<bool>)>,
     /// Reused operand buffers of the elementwise functional models.
     fbuf: [Vec<f32>; 2],
 }
