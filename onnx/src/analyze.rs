@@ -3,6 +3,7 @@
 //! constant and that the host evaluator covers), and the remaining nodes as device steps
 //! with their attributes resolved (opset differences handled in `ops*.rs`).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -12,13 +13,25 @@ use crate::ir::{Analysis, Ctx, DynVal, Operand, Outcome, Step, Val};
 use crate::ops;
 use crate::tensor::{Elem, HostTensor, MAX_ELEMS, numel};
 
+/// The result of one analysis.
+pub(crate) enum Analyzed {
+    /// Every node analysed.
+    Done(Analysis),
+    /// A node needs this graph input (one of `bindable`) as a constant: bind it and rerun.
+    Bind(String),
+}
+
 /// Analyses `m` with the graph inputs of `shapes` (name → shape; inputs not named take their
-/// declared shape, which must then be fixed).
+/// declared shape, which must then be fixed) and those of `bound` fixed to their values.
+/// Graph inputs with no elements are bound too (empty constants: they hold no values).
+/// When a node needs a value as a constant that is a graph input named in `bindable`
+/// (directly or through views of it), the result is [`Analyzed::Bind`] with its name.
 pub(crate) fn analyze(
     m: &Model,
     shapes: &HashMap<String, Vec<usize>>,
     bound: &HashMap<String, HostTensor>,
-) -> Result<Analysis> {
+    bindable: &dyn Fn(&str) -> bool,
+) -> Result<Analyzed> {
     let mut an = Analysis {
         values: Vec::new(),
         steps: Vec::new(),
@@ -27,6 +40,7 @@ pub(crate) fn analyze(
         folded: 0,
         fused: 0,
         uses: HashMap::new(),
+        wanted: Cell::new(None),
     };
     for name in m
         .nodes
@@ -51,6 +65,15 @@ pub(crate) fn analyze(
         }
         let i = an.inputs.len();
         let shape = resolve_input(d, shapes.get(&d.name))?;
+        if shape.contains(&0) {
+            let t = if d.elem.is_float() {
+                HostTensor::floats(d.elem, shape, Vec::new())
+            } else {
+                HostTensor::ints(d.elem, shape, Vec::new())
+            };
+            env.insert(d.name.clone(), Val::Const(Arc::new(t)));
+            continue;
+        }
         if !d.elem.is_float() {
             return Err(Error::Unsupported {
                 node: format!("input {}", d.name),
@@ -98,8 +121,24 @@ pub(crate) fn analyze(
             ins,
             an: &mut an,
         };
-        let outcome = ops::eval(&mut cx)?;
+        cx.an.wanted.set(None);
+        let outcome = match ops::eval(&mut cx) {
+            Ok(o) => o,
+            Err(e) => {
+                if let Some(d) = an.wanted.get() {
+                    let root = an.values[d].alias_of.unwrap_or(d);
+                    if let Some(i) = an.values[root].input {
+                        let name = &an.inputs[i].0;
+                        if bindable(name) {
+                            return Ok(Analyzed::Bind(name.clone()));
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        };
         let outs: Vec<&String> = node.outputs.iter().collect();
+        let outcome = empty_folded(outcome, &cx_elem(&an, &env, node));
         match outcome {
             Outcome::Folded(ts) => {
                 an.folded += 1;
@@ -172,7 +211,39 @@ pub(crate) fn analyze(
         };
         an.outputs.push((d.name.clone(), v.clone()));
     }
-    Ok(an)
+    Ok(Analyzed::Done(an))
+}
+
+/// The element type of a node's first computed input (fp32 when none is).
+fn cx_elem(an: &Analysis, env: &HashMap<String, Val>, node: &Node) -> Elem {
+    node.inputs
+        .iter()
+        .find_map(|n| match env.get(n) {
+            Some(Val::Dyn(d)) => Some(an.values[*d].elem),
+            _ => None,
+        })
+        .unwrap_or(Elem::F32)
+}
+
+/// A step or view whose every output has no elements, as empty constants (they hold no
+/// values, so nothing needs computing).
+fn empty_folded(o: Outcome, elem: &Elem) -> Outcome {
+    let empty = |shape: Vec<usize>| {
+        if elem.is_float() {
+            HostTensor::floats(*elem, shape, Vec::new())
+        } else {
+            HostTensor::ints(*elem, shape, Vec::new())
+        }
+    };
+    match o {
+        Outcome::Alias(s) if s.contains(&0) => Outcome::Folded(vec![empty(s)]),
+        Outcome::Step(_, _, shapes)
+            if !shapes.is_empty() && shapes.iter().all(|s| s.contains(&0)) =>
+        {
+            Outcome::Folded(shapes.into_iter().map(empty).collect())
+        }
+        o => o,
+    }
 }
 
 fn check_elems(node: &Node, shape: &[usize]) -> Result<()> {

@@ -1,6 +1,7 @@
 //! The analysis's intermediate representation: values, operands, the device steps'
 //! kinds with their resolved attributes, the per-node context, and the shape helpers the
 //! per-operator analyses share.
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -175,6 +176,9 @@ pub(crate) struct Analysis {
     pub(crate) fused: usize,
     /// How many times each value name is read (by nodes and as a graph output).
     pub(crate) uses: HashMap<String, usize>,
+    /// The device value the failing node needed as a constant (set with the error, so that
+    /// a graph input given at build time can be bound and the analysis rerun).
+    pub(crate) wanted: Cell<Option<usize>>,
 }
 
 /// The context of one node's analysis.
@@ -232,14 +236,26 @@ impl Ctx<'_> {
     pub(crate) fn need_const(&self, i: usize, what: &str) -> Result<Arc<HostTensor>> {
         match self.ins.get(i) {
             Some(Some(Val::Const(t))) => Ok(t.clone()),
-            Some(Some(Val::Dyn(_))) => Err(self.node.unsupported(format!(
-                "{what} (input {i}) computed at run time; only constants"
-            ))),
+            Some(Some(Val::Dyn(d))) => {
+                self.an.wanted.set(Some(*d));
+                Err(self.node.unsupported(format!(
+                    "{what} (input {i}) computed at run time; only constants"
+                )))
+            }
             _ => Err(self.node.invalid(format!("input {i} ({what}) is missing"))),
         }
     }
 
     /// Whether input `i` is present.
+    /// A one-element constant input as f32, or the error `what` (recording the value
+    /// wanted constant, like [`Ctx::need_const`]).
+    pub(crate) fn need_scalar(&self, i: usize, what: &str) -> Result<f32> {
+        if let Some(d) = self.dyn_id(i) {
+            self.an.wanted.set(Some(d));
+        }
+        scalar(self.ins.get(i).and_then(Option::as_ref)).ok_or_else(|| self.node.unsupported(what))
+    }
+
     pub(crate) fn has(&self, i: usize) -> bool {
         matches!(self.ins.get(i), Some(Some(_)))
     }

@@ -46,6 +46,16 @@ pub struct NodeInfo {
     pub op: String,
 }
 
+/// The element type of a graph input's or output's kernel tensor: fp16 for `FLOAT16` (the
+/// device converts it to and from the compute dtype), fp32 for every other type (`DOUBLE`
+/// values are converted on the host: inputs rounded to fp32, outputs widened exactly).
+pub fn io_dtype(elem: Elem) -> DType {
+    match elem {
+        Elem::F16 => DType::F16,
+        _ => DType::F32,
+    }
+}
+
 /// The number of temporaries (each of the step's first output's size) a step needs.
 fn temps_of(kind: &Kind) -> usize {
     match kind {
@@ -64,6 +74,8 @@ pub struct Lowered {
     pub inputs: Vec<Io>,
     /// Kernel outputs.
     pub outputs: Vec<Io>,
+    /// Graph outputs with no elements (not kernel outputs: a runner writes them empty).
+    pub empty_outputs: Vec<Io>,
     /// Device steps, in order (with `(inputs)` / `(outputs)` for the conversions and copies
     /// around them when there are any): what [`attribute`](crate::attribute) times.
     pub nodes: Vec<NodeInfo>,
@@ -79,6 +91,9 @@ pub struct Lowered {
     pub folded: usize,
     /// Batch normalisations folded into convolutions.
     pub fused: usize,
+    /// Float graph inputs bound at build time because an operator needs them constant
+    /// ([`compile_values`](crate::compile_values)), in the order they were bound.
+    pub bound: Vec<String>,
 }
 
 /// Lowers an analysed model.
@@ -95,7 +110,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut inputs = Vec::new();
     let mut in_tensors = Vec::new();
     for (name, elem, shape) in &an.inputs {
-        let t = k.input(name, DType::F32, &kshape(shape)).map_err(kerr)?;
+        let t = k
+            .input(name, io_dtype(*elem), &kshape(shape))
+            .map_err(kerr)?;
         inputs.push(Io {
             name: name.clone(),
             elem: *elem,
@@ -108,17 +125,27 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut out_tensors = Vec::new();
     let mut claimed: HashMap<usize, usize> = HashMap::new();
     let mut final_copies: Vec<(usize, Val)> = Vec::new();
+    let mut empty_outputs = Vec::new();
     let producer: HashMap<usize, usize> = an
         .steps
         .iter()
         .enumerate()
         .flat_map(|(i, s)| s.outs.iter().map(move |&o| (o, i)))
         .collect();
-    for (oi, (name, v)) in an.outputs.iter().enumerate() {
+    for (name, v) in &an.outputs {
         let (shape, elem) = match v {
             Val::Const(t) => (t.shape.clone(), t.elem),
             Val::Dyn(d) => (an.values[*d].shape.clone(), an.values[*d].elem),
         };
+        if shape.contains(&0) {
+            // No elements: written by the host (a kernel tensor cannot be empty).
+            empty_outputs.push(Io {
+                name: name.clone(),
+                elem,
+                shape: shape.clone(),
+            });
+            continue;
+        }
         if !elem.is_float() {
             return Err(Error::Unsupported {
                 node: format!("output {name}"),
@@ -126,7 +153,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
                 what: format!("element type {} (outputs are float)", elem.name()),
             });
         }
-        let t = k.output(name, DType::F32, &kshape(&shape)).map_err(kerr)?;
+        let odt = io_dtype(elem);
+        let oi = out_tensors.len();
+        let t = k.output(name, odt, &kshape(&shape)).map_err(kerr)?;
         outputs.push(Io {
             name: name.clone(),
             elem,
@@ -135,7 +164,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let direct = match v {
             Val::Dyn(d) => {
                 let root = an.values[*d].alias_of.unwrap_or(*d);
-                (dt == DType::F32 && producer.contains_key(&root) && !claimed.contains_key(&root))
+                (dt == odt && producer.contains_key(&root) && !claimed.contains_key(&root))
                     .then_some(root)
             }
             Val::Const(_) => None,
@@ -182,8 +211,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut unplanned = 0usize;
     let mut frees: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
     let numel = |d: usize| an.values[d].shape.iter().product::<usize>().max(1);
+    let converted = |i: usize| io_dtype(an.inputs[i].1) != dt;
     for (d, v) in an.values.iter().enumerate() {
-        if v.input.is_some() && dt != DType::F32 {
+        if v.input.is_some_and(converted) {
             let off = arena.alloc(numel(d));
             offsets[d] = Some((off, numel(d)));
             unplanned += numel(d);
@@ -249,7 +279,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     for (d, v) in an.values.iter().enumerate() {
         if let Some(i) = v.input {
             let src = in_tensors[i].view().clone();
-            if dt == DType::F32 {
+            if !converted(i) {
                 lw.views[d] = Some(src);
             } else {
                 let dst = lw.val(d)?;
@@ -257,10 +287,10 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             }
         }
     }
-    if dt != DType::F32 && !an.inputs.is_empty() {
+    if (0..an.inputs.len()).any(converted) {
         nodes.push(NodeInfo {
             name: "(inputs)".into(),
-            op: "Cast to bf16".into(),
+            op: format!("Cast to {}", dt.name()),
         });
         markers.mark(&mut lw.k)?;
     }
@@ -295,7 +325,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let dst = out_tensors[*oi].view().clone();
         let src = match v {
             Val::Dyn(d) => lw.val(*d)?,
-            Val::Const(t) => lw.konst(t, DType::F32)?,
+            Val::Const(t) => lw.konst(t, dst.dtype())?,
         };
         let src = src.reshape(&dst.shape()).map_err(kerr)?;
         nrt_kernel::library::activation::copy(&mut lw.k, &dst, &src).map_err(kerr)?;
@@ -312,13 +342,14 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let io_bytes: usize = inputs
         .iter()
         .chain(&outputs)
-        .map(|t| t.shape.iter().product::<usize>().max(1) * 4)
+        .map(|t| t.shape.iter().product::<usize>().max(1) * io_dtype(t.elem).size())
         .sum();
     let scratch_bytes = ((arena.peak + temp_need) * esize) as u64;
     Ok(Lowered {
         program,
         inputs,
         outputs,
+        empty_outputs,
         nodes,
         peak_bytes: scratch_bytes + io_bytes as u64 + weight_bytes,
         scratch_bytes,
@@ -326,5 +357,6 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         weight_bytes,
         folded: an.folded,
         fused: an.fused,
+        bound: Vec::new(),
     })
 }

@@ -535,8 +535,10 @@ fn concat(cx: &mut Ctx<'_>) -> Result<Outcome> {
             HostTensor::ints(elem, out, iv)
         }]));
     }
+    // Inputs with no elements add nothing.
     let ins = present
         .iter()
+        .filter(|&&i| cx.shape(i).is_ok_and(|s| !s.contains(&0)))
         .map(|&i| cx.operand(i))
         .collect::<Result<_>>()?;
     step(cx, Kind::Concat(ax), ins, vec![out])
