@@ -290,6 +290,18 @@ fn host_tensor(a: &npy::NpyArray, shape: Vec<usize>, file: &str) -> Result<nrt_o
 /// Loads an ONNX model as a runnable [`Model`].
 pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Model, Imported)> {
     let (lw, name, bound) = compile(path, inputs, dtype)?;
+    if lw.inputs.is_empty() && lw.outputs.is_empty() {
+        let empty: Vec<String> = lw
+            .empty_outputs
+            .iter()
+            .map(|o| format!("{} {:?}", o.name, o.shape))
+            .collect();
+        return Err(CliError::new(format!(
+            "{}: nothing to run on the device: every output has no elements ({}) — a NEFF needs at least one input or output tensor",
+            path.display(),
+            empty.join(", ")
+        )));
+    }
     let neff = neff_from_programs(&name, std::slice::from_ref(&lw.program))
         .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
     let (parsed, programs) = parse_neff(path, &neff)?;

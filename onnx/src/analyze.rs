@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result, invalid};
 use crate::graph::{Dim, Model, Node};
-use crate::ir::{Analysis, Ctx, DynVal, Operand, Outcome, Step, Val};
+use crate::ir::{Analysis, Ctx, DynVal, Kind, Operand, Outcome, Step, Val};
 use crate::ops;
 use crate::tensor::{Elem, HostTensor, MAX_ELEMS, numel};
 
@@ -66,12 +66,7 @@ pub(crate) fn analyze(
         let i = an.inputs.len();
         let shape = resolve_input(d, shapes.get(&d.name))?;
         if shape.contains(&0) {
-            let t = if d.elem.is_float() {
-                HostTensor::floats(d.elem, shape, Vec::new())
-            } else {
-                HostTensor::ints(d.elem, shape, Vec::new())
-            };
-            env.insert(d.name.clone(), Val::Const(Arc::new(t)));
+            env.insert(d.name.clone(), Val::Const(Arc::new(empty(d.elem, shape))));
             continue;
         }
         if !d.elem.is_float() {
@@ -148,14 +143,14 @@ pub(crate) fn analyze(
                     }
                 }
             }
-            Outcome::Alias(shape) => {
+            Outcome::Alias(shape, to) => {
                 let src = match env.get(node.inputs.first().map_or("", String::as_str)) {
                     Some(Val::Dyn(d)) => *d,
                     _ => return Err(node.invalid("aliases a value that is not computed")),
                 };
                 check_elems(node, &shape)?;
                 let root = an.values[src].alias_of.unwrap_or(src);
-                let elem = an.values[src].elem;
+                let elem = to.unwrap_or(an.values[src].elem);
                 if let Some(o) = outs.first() {
                     an.values.push(DynVal {
                         name: (*o).clone(),
@@ -169,6 +164,7 @@ pub(crate) fn analyze(
             }
             Outcome::Step(kind, operands, shapes_out) => {
                 let elem = match operands.iter().find_map(|o| match o {
+                    _ if let Kind::Round(to) = kind => Some(to),
                     Operand::Dyn(d) => Some(an.values[*d].elem),
                     Operand::Const(_) => None,
                 }) {
@@ -193,7 +189,13 @@ pub(crate) fn analyze(
                     let id = an.values.len() - 1;
                     ids.push(id);
                     if outs.get(i).is_some_and(|o| !o.is_empty()) {
-                        env.insert(name, Val::Dyn(id));
+                        // An output with no elements is an empty constant to its readers.
+                        let v = if an.values[id].shape.contains(&0) {
+                            Val::Const(Arc::new(empty(elem, an.values[id].shape.clone())))
+                        } else {
+                            Val::Dyn(id)
+                        };
+                        env.insert(name, v);
                     }
                 }
                 an.steps.push(Step {
@@ -228,21 +230,24 @@ fn cx_elem(an: &Analysis, env: &HashMap<String, Val>, node: &Node) -> Elem {
 /// A step or view whose every output has no elements, as empty constants (they hold no
 /// values, so nothing needs computing).
 fn empty_folded(o: Outcome, elem: &Elem) -> Outcome {
-    let empty = |shape: Vec<usize>| {
-        if elem.is_float() {
-            HostTensor::floats(*elem, shape, Vec::new())
-        } else {
-            HostTensor::ints(*elem, shape, Vec::new())
-        }
-    };
+    let empty = |shape: Vec<usize>| empty(*elem, shape);
     match o {
-        Outcome::Alias(s) if s.contains(&0) => Outcome::Folded(vec![empty(s)]),
+        Outcome::Alias(s, _) if s.contains(&0) => Outcome::Folded(vec![empty(s)]),
         Outcome::Step(_, _, shapes)
             if !shapes.is_empty() && shapes.iter().all(|s| s.contains(&0)) =>
         {
             Outcome::Folded(shapes.into_iter().map(empty).collect())
         }
         o => o,
+    }
+}
+
+/// A tensor of `shape` (which has a zero dimension) with no elements.
+fn empty(elem: Elem, shape: Vec<usize>) -> HostTensor {
+    if elem.is_float() {
+        HostTensor::floats(elem, shape, Vec::new())
+    } else {
+        HostTensor::ints(elem, shape, Vec::new())
     }
 }
 

@@ -56,6 +56,14 @@ pub fn io_dtype(elem: Elem) -> DType {
     }
 }
 
+/// The device type a Cast to `elem` rounds through: fp16 and bf16 for their types.
+pub(crate) fn round_dtype(elem: Elem) -> DType {
+    match elem {
+        Elem::Bf16 => DType::Bf16,
+        e => io_dtype(e),
+    }
+}
+
 /// The number of temporaries (each of the step's first output's size) a step needs.
 fn temps_of(kind: &Kind) -> usize {
     match kind {
@@ -223,7 +231,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut temp_need = 0usize;
     for (i, s) in an.steps.iter().enumerate() {
         for &o in &s.outs {
-            if claimed.contains_key(&o) {
+            if claimed.contains_key(&o) || an.values[o].shape.contains(&0) {
                 continue;
             }
             let off = arena.alloc(numel(o));

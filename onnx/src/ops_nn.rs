@@ -54,9 +54,14 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 axis(n.int("axis", -1)?, x.len()).ok_or_else(|| n.invalid("axis out of range"))?;
             let cols: usize = x[a..].iter().product();
             let eps = n.float("epsilon", 1e-5)?;
-            if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
-                return Err(n.unsupported("the Mean and InvStdDev outputs"));
-            }
+            // Mean and InvStdDev (when asked for): one value per normalised row, the
+            // normalised axes kept as 1.
+            let stats = n.outputs.iter().skip(1).any(|o| !o.is_empty());
+            let stat: Vec<usize> = x
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| if i < a { d } else { 1 })
+                .collect();
             let mut ins = vec![cx.operand(0)?];
             for i in [1, 2] {
                 if cx.has(i) {
@@ -76,7 +81,12 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             if ins.len() == 2 && cx.has(2) {
                 return Err(n.unsupported("a bias without a scale"));
             }
-            step(cx, Kind::LayerNorm { eps, cols }, ins, vec![x])
+            let outs = if stats {
+                vec![x, stat.clone(), stat]
+            } else {
+                vec![x]
+            };
+            step(cx, Kind::LayerNorm { eps, cols }, ins, outs)
         }
         "Gemm" => gemm(cx),
         "MatMul" => {
@@ -535,7 +545,7 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
             return if let Some(t) = cx.konst(0) {
                 Ok(Outcome::Folded(vec![(*t).clone()]))
             } else {
-                Ok(Outcome::Alias(x))
+                Ok(Outcome::Alias(x, None))
             };
         }
         _ => (0..x.len()).collect(),
