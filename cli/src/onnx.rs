@@ -564,15 +564,15 @@ pub(crate) fn empty_outputs(imp: &Imported) -> Vec<(String, npy::NpyArray)> {
 }
 
 /// The `.npy` array of an output: in the graph's element type when it is float64 (fp32
-/// results widened, exactly), else as the NEFF tensor holds it.
+/// results widened, exactly), else as the NEFF tensor holds it; a scalar (rank 0) when the
+/// graph's output is one (NEFF tensors have at least one dimension).
 pub(crate) fn output_npy(imp: Option<&Imported>, t: &TensorInfo, bytes: &[u8]) -> npy::NpyArray {
     let mut a = crate::tensors::to_npy(t, bytes);
-    let f64_out = imp.is_some_and(|i| {
-        i.outputs
-            .iter()
-            .any(|o| o.name == t.name && o.elem == Elem::F64)
-    });
-    if f64_out && a.descr == "<f4" {
+    let io = imp.and_then(|i| i.outputs.iter().find(|o| o.name == t.name));
+    if io.is_some_and(|o| o.shape.is_empty()) && a.shape == [1] {
+        a.shape.clear();
+    }
+    if io.is_some_and(|o| o.elem == Elem::F64) && a.descr == "<f4" {
         a.descr = "<f8".into();
         a.data = a
             .data

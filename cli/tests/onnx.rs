@@ -244,7 +244,7 @@ fn read_npy(path: &std::path::Path) -> (String, Vec<u8>) {
 #[test]
 fn float64_and_float16_io_bound_bounds_and_empty_outputs() {
     // y = Clip(x, lo, hi) in float64 (lo, hi graph inputs: bound at build time),
-    // g = Relu(h) in float16, q = Split(h, [2, 0])[1] (empty).
+    // g = Relu(h) in float16, q = Split(h, [2, 0])[1] (empty), s = ReduceMax(y) (a scalar).
     let mut split = node("Split", "split", &["h"], &["q0", "q"], Some(0));
     split.attribute.push(AttributeProto {
         name: Some("split".into()),
@@ -265,6 +265,16 @@ fn float64_and_float16_io_bound_bounds_and_empty_outputs() {
                 node("Clip", "clip", &["x", "lo", "hi"], &["y"], None),
                 node("Relu", "relu", &["h"], &["g"], None),
                 split,
+                {
+                    let mut r = node("ReduceMax", "max", &["y"], &["s"], None);
+                    r.attribute.push(AttributeProto {
+                        name: Some("keepdims".into()),
+                        r#type: Some(attr_type::INT),
+                        i: Some(0),
+                        ..AttributeProto::default()
+                    });
+                    r
+                },
             ],
             name: Some("types".into()),
             initializer: vec![],
@@ -278,6 +288,7 @@ fn float64_and_float16_io_bound_bounds_and_empty_outputs() {
                 tvi("y", data_type::DOUBLE, &[3]),
                 tvi("g", data_type::FLOAT16, &[2]),
                 tvi("q", data_type::FLOAT16, &[0]),
+                tvi("s", data_type::DOUBLE, &[]),
             ],
             value_info: vec![],
         }),
@@ -319,4 +330,8 @@ fn float64_and_float16_io_bound_bounds_and_empty_outputs() {
     let (h, q) = read_npy(&dir.path().join("out/q.npy"));
     assert!(h.contains("'<f2'") && h.contains("'shape': (0, )"), "{h}");
     assert!(q.is_empty());
+    // A scalar output is a 0-d array.
+    let (h, v) = read_npy(&dir.path().join("out/s.npy"));
+    assert!(h.contains("'<f8'") && h.contains("'shape': ()"), "{h}");
+    assert_eq!(v, f64s(&[2.0]));
 }

@@ -23,7 +23,8 @@ use std::collections::HashMap;
 
 pub use error::{Error, Result, SUPPORTED_LIST};
 pub use graph::{Attr, Dim, Model, Node, ValueDecl, import};
-pub use lower::{Io, Lowered, NodeInfo, Precision, io_dtype};
+pub use lower::{Io, Lowered, NodeInfo, Precision};
+pub use lower_ctx::io_dtype;
 pub use tensor::{Data, Elem, HostTensor};
 pub use timing::{MARKED, NodeTime, attribute};
 

@@ -10,7 +10,7 @@ use nrt_kernel::{DType, Kernel, View};
 use crate::error::{Error, Result};
 use crate::graph::Model;
 use crate::ir::{Analysis, Kind, Operand, Val};
-use crate::lower_ctx::{Lower, kerr, kshape};
+use crate::lower_ctx::{Lower, io_dtype, kerr, kshape};
 use crate::lower_ops;
 use crate::plan::Arena;
 use crate::tensor::Elem;
@@ -44,24 +44,6 @@ pub struct NodeInfo {
     pub name: String,
     /// Operator (with `+BatchNormalization` when one was folded into it).
     pub op: String,
-}
-
-/// The element type of a graph input's or output's kernel tensor: fp16 for `FLOAT16` (the
-/// device converts it to and from the compute dtype), fp32 for every other type (`DOUBLE`
-/// values are converted on the host: inputs rounded to fp32, outputs widened exactly).
-pub fn io_dtype(elem: Elem) -> DType {
-    match elem {
-        Elem::F16 => DType::F16,
-        _ => DType::F32,
-    }
-}
-
-/// The device type a Cast to `elem` rounds through: fp16 and bf16 for their types.
-pub(crate) fn round_dtype(elem: Elem) -> DType {
-    match elem {
-        Elem::Bf16 => DType::Bf16,
-        e => io_dtype(e),
-    }
 }
 
 /// The number of temporaries (each of the step's first output's size) a step needs.

@@ -268,7 +268,7 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             copy(lw, &out, &v)?;
         }
         Kind::Round(to) => {
-            let to = crate::lower::round_dtype(*to);
+            let to = crate::lower_ctx::round_dtype(*to);
             if to == DType::F16 || (to == DType::Bf16 && lw.dt != DType::Bf16) {
                 let n = xs.iter().product::<usize>().max(1);
                 let name = format!("round{}", lw.n_consts);

@@ -347,11 +347,14 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
     }
 }
 
+/// An element-wise function on the host: on floats, on integers.
+type HostFns = (Box<dyn Fn(f64) -> f64>, Box<dyn Fn(i64) -> i64>);
+
 /// An activation of a constant, on the host: in f64 rounded to the element type (floats)
 /// or in i64 (integers; Neg wraps).
 fn fold_activation(cx: &Ctx<'_>, t: &HostTensor) -> Result<Outcome> {
     let n = cx.node;
-    let (f, g): (Box<dyn Fn(f64) -> f64>, Box<dyn Fn(i64) -> i64>) = match n.op.as_str() {
+    let (f, g): HostFns = match n.op.as_str() {
         "Neg" => (Box::new(|x| -x), Box::new(i64::wrapping_neg)),
         "Relu" => (
             Box::new(|x| if x < 0.0 { 0.0 } else { x }),
