@@ -7,6 +7,8 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use nrt_kernel::AluOp;
+
 use crate::error::{Error, Result, invalid};
 use crate::graph::{Dim, Model, Node};
 use crate::ir::{Analysis, Ctx, DynVal, Kind, Operand, Outcome, Step, Val};
@@ -163,14 +165,7 @@ pub(crate) fn analyze(
                 }
             }
             Outcome::Step(kind, operands, shapes_out) => {
-                let elem = match operands.iter().find_map(|o| match o {
-                    _ if let Kind::Round(to) = kind => Some(to),
-                    Operand::Dyn(d) => Some(an.values[*d].elem),
-                    Operand::Const(_) => None,
-                }) {
-                    Some(e) => e,
-                    None => Elem::F32,
-                };
+                let elem = step_elem(&an, &kind, &operands);
                 let mut ids = Vec::new();
                 for (i, s) in shapes_out.into_iter().enumerate() {
                     check_elems(node, &s)?;
@@ -214,6 +209,25 @@ pub(crate) fn analyze(
         an.outputs.push((d.name.clone(), v.clone()));
     }
     Ok(Analyzed::Done(an))
+}
+
+/// The element type of a step's outputs: a Cast's target; Pow's base's (ONNX: the output
+/// has the base's type); else the first computed operand's, or the first constant's when
+/// every operand is constant (fp32 when there is none).
+fn step_elem(an: &Analysis, kind: &Kind, operands: &[Operand]) -> Elem {
+    let of = |o: &Operand| match o {
+        Operand::Dyn(d) => an.values[*d].elem,
+        Operand::Const(t) => t.elem,
+    };
+    match kind {
+        Kind::Round(to) => *to,
+        Kind::Binary(AluOp::Power) if !operands.is_empty() => of(&operands[0]),
+        _ => operands
+            .iter()
+            .find(|o| matches!(o, Operand::Dyn(_)))
+            .or(operands.first())
+            .map_or(Elem::F32, of),
+    }
 }
 
 /// The element type of a node's first computed input (fp32 when none is).

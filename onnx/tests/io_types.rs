@@ -278,3 +278,32 @@ fn activations_and_reductions_of_constants_fold_on_the_host() {
     let got = exec(lw, &[("x", vec![0.0, 1.0, 2.0])]);
     assert_eq!(got, vec![vec![1.0, 2.0, 3.0], vec![1.0, -0.5, -2.5]]);
 }
+
+#[test]
+fn pow_takes_the_base_type_so_an_integer_base_gives_an_integer_output() {
+    // z = Pow(b, e): b an int64 input (bound at build time), e a float input. The output is
+    // int64 (the base's type), which the device cannot produce: a clear error, not floats.
+    let m = typed(
+        &model(
+            vec![node("Pow", &["b", "e"], &["z"], vec![])],
+            &[("b", &[2]), ("e", &[2])],
+            &["z"],
+            vec![],
+            15,
+        ),
+        &[("b", data_type::INT64), ("z", data_type::INT64)],
+    );
+    let model = nrt_onnx::import(&m).unwrap();
+    let bound = HashMap::from([(
+        "b".to_owned(),
+        HostTensor::ints(Elem::I64, vec![2], vec![2, 3]),
+    )]);
+    let e = nrt_onnx::compile_bound(&model, &HashMap::new(), &bound, Precision::Fp32)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "node 'output z' (graph output): unsupported: element type int64 (outputs are float) \
+         (supported operators: docs/ONNX.md, \"Supported operators\")"
+    );
+}
