@@ -43,7 +43,8 @@ pub(crate) fn is_onnx(path: &Path) -> bool {
 /// What the import made, for the summaries.
 #[derive(Debug)]
 pub(crate) struct Imported {
-    /// Integer inputs bound at build time: name, what was given.
+    /// Inputs bound at build time (integer ones, float ones an operator needs constant, empty
+    /// ones): name, what was given.
     pub(crate) bound: Vec<(String, String)>,
     /// Device nodes, in program order.
     pub(crate) nodes: Vec<NodeInfo>,

@@ -81,8 +81,9 @@ pub struct Lowered {
     pub folded: usize,
     /// Batch normalisations folded into convolutions.
     pub fused: usize,
-    /// Float graph inputs bound at build time because an operator needs them constant
-    /// ([`compile_values`](crate::compile_values)), in the order they were bound.
+    /// Graph inputs bound at build time by [`compile_values`](crate::compile_values): float
+    /// inputs an operator needs constant (in the order they were bound), then inputs with no
+    /// elements (empty constants). Integer inputs bound by the caller are not listed.
     pub bound: Vec<String>,
 }
 
