@@ -6,8 +6,8 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use nrt_core::io::TensorInfo;
-use nrt_onnx::{Lowered, NodeInfo, NodeTime, Precision};
-use nrt_sim::engine::{ExecReport, TICKS_PER_SECOND};
+use nrt_onnx::{Elem, Io, Lowered, NodeInfo, NodeTime, Precision};
+use nrt_sim::engine::{ExecReport, TICKS_PER_SECOND, f16_to_f32};
 use nrt_sim::neff::neff_from_programs;
 
 use crate::backend::{InputSource, Model, Source, gather_inputs, load_model, parse_neff};
@@ -43,7 +43,8 @@ pub(crate) fn is_onnx(path: &Path) -> bool {
 /// What the import made, for the summaries.
 #[derive(Debug)]
 pub(crate) struct Imported {
-    /// Integer inputs bound at build time: name, what was given.
+    /// Inputs bound at build time (integer ones, float ones an operator needs constant, empty
+    /// ones): name, what was given.
     pub(crate) bound: Vec<(String, String)>,
     /// Device nodes, in program order.
     pub(crate) nodes: Vec<NodeInfo>,
@@ -51,6 +52,12 @@ pub(crate) struct Imported {
     pub(crate) line: String,
     /// The NEFF's program and tensors, for `nrt build`.
     pub(crate) lowered_io: (usize, usize, usize),
+    /// The graph inputs the NEFF takes, with their ONNX element types.
+    pub(crate) inputs: Vec<Io>,
+    /// The graph outputs, with their ONNX element types.
+    pub(crate) outputs: Vec<Io>,
+    /// The graph outputs with no elements (written by the host).
+    pub(crate) empty_outputs: Vec<Io>,
 }
 
 impl Imported {
@@ -75,7 +82,10 @@ impl Imported {
                 .collect();
             r.field(
                 "bound",
-                format!("at build time (integer inputs): {}", v.join(", ")),
+                format!(
+                "at build time (the program is specialised to these values and does not take them): {}",
+                v.join(", ")
+            ),
             );
         }
     }
@@ -118,6 +128,8 @@ pub(crate) fn compile(
     let m = nrt_onnx::import(&bytes).map_err(|e| CliError::new(format!("{shown}: {e}")))?;
     let mut shapes = HashMap::new();
     let mut bound = HashMap::new();
+    let mut values = HashMap::new();
+    let mut given = HashMap::new();
     let mut bound_lines = Vec::new();
     for a in inputs {
         let Some((name, file)) = a.split_once('=') else {
@@ -151,21 +163,92 @@ pub(crate) fn compile(
                 })
                 .collect::<Result<Vec<_>>>()?;
             let decl = m.inputs.iter().find(|d| d.name == name);
-            if decl.is_some_and(|d| !d.elem.is_float()) {
-                let t = host_tensor(&arr, shape, file)?;
-                bound_lines.push((
-                    name.to_owned(),
-                    format!("{} {:?} from {file}", npy::type_name(&arr.descr), t.shape),
-                ));
-                bound.insert(name.to_owned(), t);
-            } else {
-                shapes.insert(name.to_owned(), shape);
+            given.insert(
+                name.to_owned(),
+                (
+                    format!("{} {shape:?} from {file}", npy::type_name(&arr.descr)),
+                    shape.contains(&0),
+                ),
+            );
+            match decl {
+                Some(d) if !d.elem.is_float() => {
+                    let t = host_tensor(&arr, shape, file)?;
+                    bound_lines.push((name.to_owned(), given[name].0.clone()));
+                    bound.insert(name.to_owned(), t);
+                }
+                Some(d) => {
+                    let t = float_tensor(&arr, d.elem, shape, name, file)?;
+                    values.insert(name.to_owned(), t);
+                }
+                None => {
+                    shapes.insert(name.to_owned(), shape);
+                }
             }
         }
     }
-    let lowered = nrt_onnx::compile_bound(&m, &shapes, &bound, dtype.precision())
+    let lowered = nrt_onnx::compile_values(&m, &shapes, &bound, &values, dtype.precision())
         .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    for name in &lowered.bound {
+        let what = match given.get(name) {
+            Some((g, true)) => format!("{g}; empty"),
+            Some((g, false)) => format!("{g}; needed as a constant"),
+            None => "declared empty".to_owned(),
+        };
+        bound_lines.push((name.clone(), what));
+    }
     Ok((lowered, m.name, bound_lines))
+}
+
+/// The `.npy` type string of a float graph input's element type.
+fn float_descr(elem: Elem) -> &'static str {
+    match elem {
+        Elem::F64 => "<f8",
+        Elem::F16 => "<f2",
+        // float32, and bfloat16 (read from float32 arrays, as bf16 tensors are)
+        _ => "<f4",
+    }
+}
+
+/// The values of a float `.npy` array (checked against the graph's element type), exactly.
+fn float_values(a: &npy::NpyArray, elem: Elem, name: &str, file: &str) -> Result<Vec<f64>> {
+    let want = float_descr(elem);
+    if a.descr != want {
+        return Err(CliError::new(format!(
+            "input '{name}': {file} holds {} ({}), the model declares {} ({want})",
+            npy::type_name(&a.descr),
+            a.descr,
+            elem.name()
+        )));
+    }
+    Ok(match want {
+        "<f8" => a
+            .data
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect(),
+        "<f2" => a
+            .data
+            .chunks_exact(2)
+            .map(|c| f64::from(f16_to_f32(u16::from_le_bytes([c[0], c[1]]))))
+            .collect(),
+        _ => a
+            .data
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+    })
+}
+
+/// A float `.npy` array as a host tensor of the graph's element type.
+fn float_tensor(
+    a: &npy::NpyArray,
+    elem: Elem,
+    shape: Vec<usize>,
+    name: &str,
+    file: &str,
+) -> Result<nrt_onnx::HostTensor> {
+    let v = float_values(a, elem, name, file)?;
+    Ok(nrt_onnx::HostTensor::floats(elem, shape, v))
 }
 
 /// An integer (or boolean) `.npy` array as a host tensor.
@@ -201,17 +284,25 @@ fn host_tensor(a: &npy::NpyArray, shape: Vec<usize>, file: &str) -> Result<nrt_o
             }
         })
         .collect();
-    let elem = if d == "|b1" {
-        nrt_onnx::Elem::Bool
-    } else {
-        nrt_onnx::Elem::I64
-    };
+    let elem = if d == "|b1" { Elem::Bool } else { Elem::I64 };
     Ok(nrt_onnx::HostTensor::ints(elem, shape, v))
 }
 
 /// Loads an ONNX model as a runnable [`Model`].
 pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Model, Imported)> {
     let (lw, name, bound) = compile(path, inputs, dtype)?;
+    if lw.inputs.is_empty() && lw.outputs.is_empty() {
+        let empty: Vec<String> = lw
+            .empty_outputs
+            .iter()
+            .map(|o| format!("{} {:?}", o.name, o.shape))
+            .collect();
+        return Err(CliError::new(format!(
+            "{}: nothing to run on the device: every output has no elements ({}) — a NEFF needs at least one input or output tensor",
+            path.display(),
+            empty.join(", ")
+        )));
+    }
     let neff = neff_from_programs(&name, std::slice::from_ref(&lw.program))
         .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
     let (parsed, programs) = parse_neff(path, &neff)?;
@@ -232,6 +323,9 @@ pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(M
     let instrs: usize = lw.program.streams.iter().map(Vec::len).sum();
     let imported = Imported {
         bound,
+        inputs: lw.inputs.clone(),
+        outputs: lw.outputs.clone(),
+        empty_outputs: lw.empty_outputs.clone(),
         nodes: lw.nodes.clone(),
         line: line.clone(),
         lowered_io: (
@@ -394,9 +488,98 @@ pub(crate) fn load_with_inputs(
     } else {
         (load_model(path)?, None)
     };
-    let args = imported
-        .as_ref()
-        .map_or_else(|| input.to_vec(), |i| i.neff_inputs(input));
-    let inputs = gather_inputs(&model, &args)?;
-    Ok((model, imported, inputs))
+    let Some(imp) = imported else {
+        let inputs = gather_inputs(&model, input)?;
+        return Ok((model, None, inputs));
+    };
+    // float64 inputs: rounded to fp32 here (the NEFF takes fp32).
+    let mut widened = Vec::new();
+    let args: Vec<String> = imp
+        .neff_inputs(input)
+        .into_iter()
+        .filter(|a| match a.split_once('=') {
+            Some((n, f))
+                if imp
+                    .inputs
+                    .iter()
+                    .any(|i| i.name == n && i.elem == Elem::F64) =>
+            {
+                widened.push((n.to_owned(), f.to_owned()));
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let mut inputs = gather_inputs(&model, &args)?;
+    for (name, file) in widened {
+        let Some(slot) = inputs.iter_mut().find(|(t, _, _)| t.name == name) else {
+            continue;
+        };
+        slot.1 = f64_input(&slot.0, &file)?;
+        slot.2 = InputSource::File(format!("{file} (float64, rounded to fp32)"));
+    }
+    Ok((model, Some(imp), inputs))
+}
+
+/// A float64 `.npy` input as the fp32 bytes of its NEFF tensor (each value rounded to
+/// nearest even).
+fn f64_input(t: &TensorInfo, file: &str) -> Result<Vec<u8>> {
+    let data = std::fs::read(file).context(|| format!("cannot read '{file}'"))?;
+    let a = npy::parse(&data).map_err(|e| CliError::new(format!("{file}: {e}")))?;
+    let v = float_values(&a, Elem::F64, &t.name, file)?;
+    let narrowed = npy::NpyArray {
+        descr: "<f4".into(),
+        shape: a.shape,
+        data: v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect(),
+    };
+    crate::tensors::from_npy(t, &narrowed, file)
+}
+
+/// The `.npy` arrays of the graph outputs with no elements: name, array.
+pub(crate) fn empty_outputs(imp: &Imported) -> Vec<(String, npy::NpyArray)> {
+    imp.empty_outputs
+        .iter()
+        .map(|o| {
+            let descr = match o.elem {
+                Elem::F32 | Elem::F64 | Elem::F16 | Elem::Bf16 => float_descr(o.elem),
+                Elem::I64 => "<i8",
+                Elem::I32 => "<i4",
+                Elem::Bool => "|b1",
+                Elem::OtherInt(_) => match o.elem.name() {
+                    "uint8" => "|u1",
+                    "int8" => "|i1",
+                    "uint16" => "<u2",
+                    "int16" => "<i2",
+                    "uint32" => "<u4",
+                    _ => "<u8",
+                },
+            };
+            let array = npy::NpyArray {
+                descr: descr.into(),
+                shape: o.shape.iter().map(|&d| d as u64).collect(),
+                data: Vec::new(),
+            };
+            (o.name.clone(), array)
+        })
+        .collect()
+}
+
+/// The `.npy` array of an output: in the graph's element type when it is float64 (fp32
+/// results widened, exactly), else as the NEFF tensor holds it; a scalar (rank 0) when the
+/// graph's output is one (NEFF tensors have at least one dimension).
+pub(crate) fn output_npy(imp: Option<&Imported>, t: &TensorInfo, bytes: &[u8]) -> npy::NpyArray {
+    let mut a = crate::tensors::to_npy(t, bytes);
+    let io = imp.and_then(|i| i.outputs.iter().find(|o| o.name == t.name));
+    if io.is_some_and(|o| o.shape.is_empty()) && a.shape == [1] {
+        a.shape.clear();
+    }
+    if io.is_some_and(|o| o.elem == Elem::F64) && a.descr == "<f4" {
+        a.descr = "<f8".into();
+        a.data = a
+            .data
+            .chunks_exact(4)
+            .flat_map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
+            .collect();
+    }
+    a
 }

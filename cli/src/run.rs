@@ -292,12 +292,19 @@ pub(crate) fn inputs_table(
     r.table("  ", &["name", "dtype", "shape", "data"], &rows, "llll");
 }
 
-fn write_outputs(dir: &Path, outputs: &[(TensorInfo, Vec<u8>)]) -> Result<Vec<String>> {
+fn write_outputs(
+    dir: &Path,
+    outputs: &[(TensorInfo, Vec<u8>)],
+    imported: Option<&crate::onnx::Imported>,
+) -> Result<Vec<String>> {
     std::fs::create_dir_all(dir).context(|| format!("cannot create '{}'", dir.display()))?;
     let mut written = Vec::new();
-    for (t, bytes) in outputs {
-        let file: String = t
-            .name
+    let arrays = outputs
+        .iter()
+        .map(|(t, bytes)| (t.name.clone(), crate::onnx::output_npy(imported, t, bytes)))
+        .chain(imported.map(crate::onnx::empty_outputs).unwrap_or_default());
+    for (name, array) in arrays {
+        let file: String = name
             .chars()
             .map(|c| {
                 if c.is_ascii_alphanumeric() || "-_.".contains(c) {
@@ -308,7 +315,7 @@ fn write_outputs(dir: &Path, outputs: &[(TensorInfo, Vec<u8>)]) -> Result<Vec<St
             })
             .collect();
         let path = dir.join(format!("{file}.npy"));
-        let data = npy::to_bytes(&tensors::to_npy(t, bytes)).map_err(CliError::new)?;
+        let data = npy::to_bytes(&array).map_err(CliError::new)?;
         std::fs::write(&path, data).context(|| format!("cannot write '{}'", path.display()))?;
         written.push(path.display().to_string());
     }
@@ -403,7 +410,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
         .collect();
     r.table("  ", &["name", "dtype", "shape", "values"], &rows, "llll");
     if let Some(dir) = &a.output_dir {
-        let written = write_outputs(dir, &rr.outputs)?;
+        let written = write_outputs(dir, &rr.outputs, imported.as_ref())?;
         let bf16 = rr
             .outputs
             .iter()

@@ -224,3 +224,114 @@ fn wrong_input_shape_and_unsupported_ops_are_one_line_errors() {
         )
     );
 }
+
+fn tvi(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
+    let mut v = vi(name, dims);
+    if let Some(t) = v.r#type.as_mut().and_then(|t| t.tensor_type.as_mut()) {
+        t.elem_type = Some(elem);
+    }
+    v
+}
+
+/// The header and data bytes of a `.npy` file.
+fn read_npy(path: &std::path::Path) -> (String, Vec<u8>) {
+    let b = std::fs::read(path).unwrap();
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let header = String::from_utf8(b[10..10 + hlen].to_vec()).unwrap();
+    (header, b[10 + hlen..].to_vec())
+}
+
+#[test]
+fn float64_and_float16_io_bound_bounds_and_empty_outputs() {
+    // y = Clip(x, lo, hi) in float64 (lo, hi graph inputs: bound at build time),
+    // g = Relu(h) in float16, q = Split(h, [2, 0])[1] (empty), s = ReduceMax(y) (a scalar).
+    let mut split = node("Split", "split", &["h"], &["q0", "q"], Some(0));
+    split.attribute.push(AttributeProto {
+        name: Some("split".into()),
+        r#type: Some(attr_type::INTS),
+        ints: vec![2, 0],
+        ..AttributeProto::default()
+    });
+    let m = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: None,
+            version: Some(11),
+        }],
+        producer_name: None,
+        producer_version: None,
+        graph: Some(GraphProto {
+            node: vec![
+                node("Clip", "clip", &["x", "lo", "hi"], &["y"], None),
+                node("Relu", "relu", &["h"], &["g"], None),
+                split,
+                {
+                    let mut r = node("ReduceMax", "max", &["y"], &["s"], None);
+                    r.attribute.push(AttributeProto {
+                        name: Some("keepdims".into()),
+                        r#type: Some(attr_type::INT),
+                        i: Some(0),
+                        ..AttributeProto::default()
+                    });
+                    r
+                },
+            ],
+            name: Some("types".into()),
+            initializer: vec![],
+            input: vec![
+                tvi("x", data_type::DOUBLE, &[3]),
+                tvi("lo", data_type::DOUBLE, &[]),
+                tvi("hi", data_type::DOUBLE, &[]),
+                tvi("h", data_type::FLOAT16, &[2]),
+            ],
+            output: vec![
+                tvi("y", data_type::DOUBLE, &[3]),
+                tvi("g", data_type::FLOAT16, &[2]),
+                tvi("q", data_type::FLOAT16, &[0]),
+                tvi("s", data_type::DOUBLE, &[]),
+            ],
+            value_info: vec![],
+        }),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("types.onnx");
+    std::fs::write(&model, m.encode_to_vec()).unwrap();
+    let f64s = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let files = [
+        ("x", "<f8", vec![3u64], f64s(&[0.1, -5.0, 7.0])),
+        ("lo", "<f8", vec![], f64s(&[-1.0])),
+        ("hi", "<f8", vec![], f64s(&[2.0])),
+        // float16 1.5 = 0x3e00, -2 = 0xc000
+        ("h", "<f2", vec![2], vec![0x00, 0x3e, 0x00, 0xc0]),
+    ];
+    let mut cmd = nrt();
+    cmd.args(["run", model.to_str().unwrap(), "-o"])
+        .arg(dir.path().join("out"));
+    for (n, d, s, b) in &files {
+        let p = dir.path().join(format!("{n}.npy"));
+        write_npy(&p, d, s, b);
+        cmd.arg("--input").arg(format!("{n}={}", p.display()));
+    }
+    let o = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("(float64, rounded to fp32)"), "{text}");
+    assert!(
+        text.contains("lo (float64 (<f8) [] from ") && text.contains("; needed as a constant)"),
+        "{text}"
+    );
+    let (h, y) = read_npy(&dir.path().join("out/y.npy"));
+    assert!(h.contains("'<f8'"), "{h}");
+    // 0.1 rounded to fp32, then widened exactly; -5 and 7 clipped to [-1, 2].
+    assert_eq!(y, f64s(&[f64::from(0.1f32), -1.0, 2.0]));
+    let (h, g) = read_npy(&dir.path().join("out/g.npy"));
+    assert!(h.contains("'<f2'"), "{h}");
+    assert_eq!(g, vec![0x00, 0x3e, 0x00, 0x00]);
+    let (h, q) = read_npy(&dir.path().join("out/q.npy"));
+    assert!(h.contains("'<f2'") && h.contains("'shape': (0, )"), "{h}");
+    assert!(q.is_empty());
+    // A scalar output is a 0-d array.
+    let (h, v) = read_npy(&dir.path().join("out/s.npy"));
+    assert!(h.contains("'<f8'") && h.contains("'shape': ()"), "{h}");
+    assert_eq!(v, f64s(&[2.0]));
+}

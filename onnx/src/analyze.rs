@@ -3,22 +3,37 @@
 //! constant and that the host evaluator covers), and the remaining nodes as device steps
 //! with their attributes resolved (opset differences handled in `ops*.rs`).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use nrt_kernel::AluOp;
+
 use crate::error::{Error, Result, invalid};
 use crate::graph::{Dim, Model, Node};
-use crate::ir::{Analysis, Ctx, DynVal, Operand, Outcome, Step, Val};
+use crate::ir::{Analysis, Ctx, DynVal, Kind, Operand, Outcome, Step, Val};
 use crate::ops;
 use crate::tensor::{Elem, HostTensor, MAX_ELEMS, numel};
 
+/// The result of one analysis.
+pub(crate) enum Analyzed {
+    /// Every node analysed.
+    Done(Analysis),
+    /// A node needs this graph input (one of `bindable`) as a constant: bind it and rerun.
+    Bind(String),
+}
+
 /// Analyses `m` with the graph inputs of `shapes` (name → shape; inputs not named take their
-/// declared shape, which must then be fixed).
+/// declared shape, which must then be fixed) and those of `bound` fixed to their values.
+/// Graph inputs with no elements are bound too (empty constants: they hold no values).
+/// When a node needs a value as a constant that is a graph input named in `bindable`
+/// (directly or through views of it), the result is [`Analyzed::Bind`] with its name.
 pub(crate) fn analyze(
     m: &Model,
     shapes: &HashMap<String, Vec<usize>>,
     bound: &HashMap<String, HostTensor>,
-) -> Result<Analysis> {
+    bindable: &dyn Fn(&str) -> bool,
+) -> Result<Analyzed> {
     let mut an = Analysis {
         values: Vec::new(),
         steps: Vec::new(),
@@ -27,6 +42,7 @@ pub(crate) fn analyze(
         folded: 0,
         fused: 0,
         uses: HashMap::new(),
+        wanted: Cell::new(None),
     };
     for name in m
         .nodes
@@ -51,6 +67,10 @@ pub(crate) fn analyze(
         }
         let i = an.inputs.len();
         let shape = resolve_input(d, shapes.get(&d.name))?;
+        if shape.contains(&0) {
+            env.insert(d.name.clone(), Val::Const(Arc::new(empty(d.elem, shape))));
+            continue;
+        }
         if !d.elem.is_float() {
             return Err(Error::Unsupported {
                 node: format!("input {}", d.name),
@@ -98,8 +118,24 @@ pub(crate) fn analyze(
             ins,
             an: &mut an,
         };
-        let outcome = ops::eval(&mut cx)?;
+        cx.an.wanted.set(None);
+        let outcome = match ops::eval(&mut cx) {
+            Ok(o) => o,
+            Err(e) => {
+                if let Some(d) = an.wanted.get() {
+                    let root = an.values[d].alias_of.unwrap_or(d);
+                    if let Some(i) = an.values[root].input {
+                        let name = &an.inputs[i].0;
+                        if bindable(name) {
+                            return Ok(Analyzed::Bind(name.clone()));
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        };
         let outs: Vec<&String> = node.outputs.iter().collect();
+        let outcome = empty_folded(outcome, &cx_elem(&an, &env, node));
         match outcome {
             Outcome::Folded(ts) => {
                 an.folded += 1;
@@ -109,14 +145,14 @@ pub(crate) fn analyze(
                     }
                 }
             }
-            Outcome::Alias(shape) => {
+            Outcome::Alias(shape, to) => {
                 let src = match env.get(node.inputs.first().map_or("", String::as_str)) {
                     Some(Val::Dyn(d)) => *d,
                     _ => return Err(node.invalid("aliases a value that is not computed")),
                 };
                 check_elems(node, &shape)?;
                 let root = an.values[src].alias_of.unwrap_or(src);
-                let elem = an.values[src].elem;
+                let elem = to.unwrap_or(an.values[src].elem);
                 if let Some(o) = outs.first() {
                     an.values.push(DynVal {
                         name: (*o).clone(),
@@ -129,13 +165,7 @@ pub(crate) fn analyze(
                 }
             }
             Outcome::Step(kind, operands, shapes_out) => {
-                let elem = match operands.iter().find_map(|o| match o {
-                    Operand::Dyn(d) => Some(an.values[*d].elem),
-                    Operand::Const(_) => None,
-                }) {
-                    Some(e) => e,
-                    None => Elem::F32,
-                };
+                let elem = step_elem(&an, &kind, &operands);
                 let mut ids = Vec::new();
                 for (i, s) in shapes_out.into_iter().enumerate() {
                     check_elems(node, &s)?;
@@ -154,7 +184,13 @@ pub(crate) fn analyze(
                     let id = an.values.len() - 1;
                     ids.push(id);
                     if outs.get(i).is_some_and(|o| !o.is_empty()) {
-                        env.insert(name, Val::Dyn(id));
+                        // An output with no elements is an empty constant to its readers.
+                        let v = if an.values[id].shape.contains(&0) {
+                            Val::Const(Arc::new(empty(elem, an.values[id].shape.clone())))
+                        } else {
+                            Val::Dyn(id)
+                        };
+                        env.insert(name, v);
                     }
                 }
                 an.steps.push(Step {
@@ -172,7 +208,61 @@ pub(crate) fn analyze(
         };
         an.outputs.push((d.name.clone(), v.clone()));
     }
-    Ok(an)
+    Ok(Analyzed::Done(an))
+}
+
+/// The element type of a step's outputs: a Cast's target; Pow's base's (ONNX: the output
+/// has the base's type); else the first computed operand's, or the first constant's when
+/// every operand is constant (fp32 when there is none).
+fn step_elem(an: &Analysis, kind: &Kind, operands: &[Operand]) -> Elem {
+    let of = |o: &Operand| match o {
+        Operand::Dyn(d) => an.values[*d].elem,
+        Operand::Const(t) => t.elem,
+    };
+    match kind {
+        Kind::Round(to) => *to,
+        Kind::Binary(AluOp::Power) if !operands.is_empty() => of(&operands[0]),
+        _ => operands
+            .iter()
+            .find(|o| matches!(o, Operand::Dyn(_)))
+            .or(operands.first())
+            .map_or(Elem::F32, of),
+    }
+}
+
+/// The element type of a node's first computed input (fp32 when none is).
+fn cx_elem(an: &Analysis, env: &HashMap<String, Val>, node: &Node) -> Elem {
+    node.inputs
+        .iter()
+        .find_map(|n| match env.get(n) {
+            Some(Val::Dyn(d)) => Some(an.values[*d].elem),
+            _ => None,
+        })
+        .unwrap_or(Elem::F32)
+}
+
+/// A step or view whose every output has no elements, as empty constants (they hold no
+/// values, so nothing needs computing).
+fn empty_folded(o: Outcome, elem: &Elem) -> Outcome {
+    let empty = |shape: Vec<usize>| empty(*elem, shape);
+    match o {
+        Outcome::Alias(s, _) if s.contains(&0) => Outcome::Folded(vec![empty(s)]),
+        Outcome::Step(_, _, shapes)
+            if !shapes.is_empty() && shapes.iter().all(|s| s.contains(&0)) =>
+        {
+            Outcome::Folded(shapes.into_iter().map(empty).collect())
+        }
+        o => o,
+    }
+}
+
+/// A tensor of `shape` (which has a zero dimension) with no elements.
+fn empty(elem: Elem, shape: Vec<usize>) -> HostTensor {
+    if elem.is_float() {
+        HostTensor::floats(elem, shape, Vec::new())
+    } else {
+        HostTensor::ints(elem, shape, Vec::new())
+    }
 }
 
 fn check_elems(node: &Node, shape: &[usize]) -> Result<()> {

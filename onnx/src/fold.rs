@@ -1,5 +1,7 @@
 //! Host arithmetic on constants: broadcasting, element-wise evaluation, index helpers.
 
+use nrt_sim::engine::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+
 use crate::tensor::{Data, Elem, HostTensor};
 
 /// NumPy broadcasting of two shapes.
@@ -96,7 +98,16 @@ pub(crate) fn cast(t: &HostTensor, to: Elem) -> HostTensor {
     let data = if to.is_float() {
         let v = t.as_f64();
         Data::F(match to {
-            Elem::F32 | Elem::F16 | Elem::Bf16 => v.iter().map(|&x| f64::from(x as f32)).collect(),
+            Elem::F32 => v.iter().map(|&x| f64::from(x as f32)).collect(),
+            // Through fp32 (RNE both times), as the device converts.
+            Elem::F16 => v
+                .iter()
+                .map(|&x| f64::from(f16_to_f32(f32_to_f16(x as f32))))
+                .collect(),
+            Elem::Bf16 => v
+                .iter()
+                .map(|&x| f64::from(bf16_to_f32(f32_to_bf16(x as f32))))
+                .collect(),
             _ => v,
         })
     } else if to == Elem::Bool {
@@ -174,4 +185,70 @@ pub(crate) fn axis(a: i64, rank: usize) -> Option<usize> {
     let r = rank as i64;
     let a = if a < 0 { a + r } else { a };
     (0..r).contains(&a).then_some(a as usize)
+}
+
+/// A reduction of `t` over `axes` (sorted, distinct) to the keep-dims shape, then `out_shape`
+/// (`op`: 0 sum, 1 mean, 2 max, 3 min): in f64 rounded to the element type (floats) or in
+/// i64 (integers, sums wrapping). An empty reduction gives the operation's identity: 0 for
+/// a sum, NaN for a mean, −∞ / +∞ (the type's extremes for integers) for max / min.
+pub(crate) fn reduce(t: &HostTensor, axes: &[usize], op: u8, out_shape: Vec<usize>) -> HostTensor {
+    let keep: Vec<usize> = t
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if axes.contains(&i) { 1 } else { d })
+        .collect();
+    let n_out: usize = keep.iter().product();
+    let (ks, is) = (strides(&keep), strides(&t.shape));
+    let target = |flat: usize| -> usize {
+        (0..t.shape.len())
+            .filter(|i| !axes.contains(i))
+            .map(|i| (flat / is[i]) % t.shape[i] * ks[i])
+            .sum()
+    };
+    let count: usize = axes.iter().map(|&a| t.shape[a]).product();
+    match &t.data {
+        Data::I(v) => {
+            let init = match op {
+                2 => i64::MIN,
+                3 => i64::MAX,
+                _ => 0,
+            };
+            let mut acc = vec![init; n_out];
+            for (flat, &x) in v.iter().enumerate() {
+                let a = &mut acc[target(flat)];
+                *a = match op {
+                    2 => (*a).max(x),
+                    3 => (*a).min(x),
+                    _ => a.wrapping_add(x),
+                };
+            }
+            if op == 1 {
+                let c = count.max(1) as i64;
+                acc.iter_mut().for_each(|a| *a /= c);
+            }
+            HostTensor::ints(t.elem, out_shape, acc)
+        }
+        Data::F(v) => {
+            let init = match op {
+                2 => f64::NEG_INFINITY,
+                3 => f64::INFINITY,
+                _ => 0.0,
+            };
+            let mut acc = vec![init; n_out];
+            for (flat, &x) in v.iter().enumerate() {
+                let a = &mut acc[target(flat)];
+                *a = match op {
+                    2 if x.is_nan() || x > *a => x,
+                    3 if x.is_nan() || x < *a => x,
+                    2 | 3 => *a,
+                    _ => *a + x,
+                };
+            }
+            if op == 1 {
+                acc.iter_mut().for_each(|a| *a /= count as f64);
+            }
+            cast(&HostTensor::floats(t.elem, out_shape, acc), t.elem)
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The analysis's intermediate representation: values, operands, the device steps'
 //! kinds with their resolved attributes, the per-node context, and the shape helpers the
 //! per-operator analyses share.
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -80,15 +81,25 @@ pub(crate) enum Kind {
     /// `ins = [x]`: mean or max over all dimensions after the second.
     GlobalPool(ReduceOp),
     /// `ins = [a, b]` (batched, broadcasting); `bias` added after (Gemm's C).
-    MatMul { a_t: bool, bias: Option<Operand> },
+    MatMul {
+        a_t: bool,
+        bias: Option<Operand>,
+    },
     /// `ins = [a, b]`.
     Binary(AluOp),
     /// `ins = [x]`: `f(x·scale + bias)`.
-    Act { f: ActFn, scale: f32, bias: f32 },
+    Act {
+        f: ActFn,
+        scale: f32,
+        bias: f32,
+    },
     /// `ins = [x, slope]`: `max(x, 0) + slope·min(x, 0)` (LeakyRelu, PRelu).
     PRelu,
     /// `ins = [x]`: `gamma·(max(x, 0) + alpha·(exp(min(x, 0)) − 1))` (Elu, Selu).
-    Elu { alpha: f32, gamma: f32 },
+    Elu {
+        alpha: f32,
+        gamma: f32,
+    },
     /// `ins = [x]`: `min(max(x·scale + bias, lo), hi)` (Clip, HardSigmoid).
     Clip {
         lo: Option<f32>,
@@ -99,13 +110,25 @@ pub(crate) enum Kind {
     /// `ins = [x]`: `(x > 0) − (x < 0)`.
     Sign,
     /// `ins = [x]`: `x − bias` where `x > lambd`, `x + bias` where `x < −lambd`, else 0.
-    Shrink { lambd: f32, bias: f32 },
+    Shrink {
+        lambd: f32,
+        bias: f32,
+    },
     /// `ins = [x]`, along `axis` (before opset 13: `x` viewed as `[rows, cols]`, axis 1).
-    Softmax { log: bool, axis: usize, cols: usize },
+    Softmax {
+        log: bool,
+        axis: usize,
+        cols: usize,
+    },
     /// `ins = [x, gamma?, beta?]`, viewed as `[rows, cols]`.
-    LayerNorm { eps: f32, cols: usize },
+    LayerNorm {
+        eps: f32,
+        cols: usize,
+    },
     /// `ins = [x, scale, bias]`: per-channel, over the spatial dimensions.
-    InstanceNorm { eps: f32 },
+    InstanceNorm {
+        eps: f32,
+    },
     /// `ins = [x]`: `x·scale[c] + shift[c]`.
     BatchNorm {
         scale: Arc<HostTensor>,
@@ -118,6 +141,9 @@ pub(crate) enum Kind {
         keepdims: bool,
     },
     /// `ins = [x]`: `out = x` permuted.
+    /// Rounds to a narrower float type (a Cast to float16 / bfloat16): through a device
+    /// tensor of that type and back to the compute dtype.
+    Round(Elem),
     Transpose(Vec<usize>),
     /// `ins = [x]`: `out = x` sliced.
     Slice(Vec<DimSlice>),
@@ -130,9 +156,15 @@ pub(crate) enum Kind {
     /// `ins = inputs`: concatenated along `axis`.
     Concat(usize),
     /// `ins = [x]`: `outs[i] = x[.., offsets[i]..offsets[i] + size_i, ..]` along `axis`.
-    Split { axis: usize, offsets: Vec<usize> },
+    Split {
+        axis: usize,
+        offsets: Vec<usize>,
+    },
     /// `ins = [x]`: `x` gathered at constant indices along `axis`.
-    Gather { axis: usize, idx: Vec<usize> },
+    Gather {
+        axis: usize,
+        idx: Vec<usize>,
+    },
     /// `ins = [x]`: constant padding.
     Pad {
         pads: Vec<(usize, usize)>,
@@ -175,6 +207,9 @@ pub(crate) struct Analysis {
     pub(crate) fused: usize,
     /// How many times each value name is read (by nodes and as a graph output).
     pub(crate) uses: HashMap<String, usize>,
+    /// The device value the failing node needed as a constant (set with the error, so that
+    /// a graph input given at build time can be bound and the analysis rerun).
+    pub(crate) wanted: Cell<Option<usize>>,
 }
 
 /// The context of one node's analysis.
@@ -191,8 +226,9 @@ pub(crate) enum Outcome {
     Folded(Vec<HostTensor>),
     /// A device step producing outputs of these shapes (element type: the first input's).
     Step(Kind, Vec<Operand>, Vec<Vec<usize>>),
-    /// Its outputs are views of input 0 with these shapes.
-    Alias(Vec<usize>),
+    /// Its output is a view of input 0 with this shape (and this element type, when it
+    /// changes it: a float-to-float Cast, whose values the compute dtype holds).
+    Alias(Vec<usize>, Option<Elem>),
 }
 
 impl Ctx<'_> {
@@ -232,14 +268,26 @@ impl Ctx<'_> {
     pub(crate) fn need_const(&self, i: usize, what: &str) -> Result<Arc<HostTensor>> {
         match self.ins.get(i) {
             Some(Some(Val::Const(t))) => Ok(t.clone()),
-            Some(Some(Val::Dyn(_))) => Err(self.node.unsupported(format!(
-                "{what} (input {i}) computed at run time; only constants"
-            ))),
+            Some(Some(Val::Dyn(d))) => {
+                self.an.wanted.set(Some(*d));
+                Err(self.node.unsupported(format!(
+                    "{what} (input {i}) computed at run time; only constants"
+                )))
+            }
             _ => Err(self.node.invalid(format!("input {i} ({what}) is missing"))),
         }
     }
 
     /// Whether input `i` is present.
+    /// A one-element constant input as f32, or the error `what` (recording the value
+    /// wanted constant, like [`Ctx::need_const`]).
+    pub(crate) fn need_scalar(&self, i: usize, what: &str) -> Result<f32> {
+        if let Some(d) = self.dyn_id(i) {
+            self.an.wanted.set(Some(d));
+        }
+        scalar(self.ins.get(i).and_then(Option::as_ref)).ok_or_else(|| self.node.unsupported(what))
+    }
+
     pub(crate) fn has(&self, i: usize) -> bool {
         matches!(self.ins.get(i), Some(Some(_)))
     }

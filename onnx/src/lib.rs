@@ -24,6 +24,7 @@ use std::collections::HashMap;
 pub use error::{Error, Result, SUPPORTED_LIST};
 pub use graph::{Attr, Dim, Model, Node, ValueDecl, import};
 pub use lower::{Io, Lowered, NodeInfo, Precision};
+pub use lower_ctx::io_dtype;
 pub use tensor::{Data, Elem, HostTensor};
 pub use timing::{MARKED, NodeTime, attribute};
 
@@ -45,8 +46,51 @@ pub fn compile_bound(
     bound: &HashMap<String, HostTensor>,
     precision: Precision,
 ) -> Result<Lowered> {
-    let an = analyze::analyze(model, shapes, bound)?;
-    lower::lower(model, &an, precision)
+    compile_values(model, shapes, bound, &HashMap::new(), precision)
+}
+
+/// [`compile_bound`] with the values of some float graph inputs known at build time
+/// (`values`; their shapes count as given): each one an operator needs as a constant (a
+/// convolution's weights, a Gemm's C, Clip's bounds, ...) is bound to its value — the program
+/// is specialised to it and does not take it ([`Lowered::bound`] lists them) — the others stay
+/// run-time inputs. At most one analysis per input bound.
+pub fn compile_values(
+    model: &Model,
+    shapes: &HashMap<String, Vec<usize>>,
+    bound: &HashMap<String, HostTensor>,
+    values: &HashMap<String, HostTensor>,
+    precision: Precision,
+) -> Result<Lowered> {
+    let mut shapes = shapes.clone();
+    for (name, t) in values {
+        shapes.insert(name.clone(), t.shape.clone());
+    }
+    let mut bound = bound.clone();
+    let mut late = Vec::new();
+    loop {
+        let bindable = |n: &str| values.contains_key(n) && !bound.contains_key(n);
+        match analyze::analyze(model, &shapes, &bound, &bindable)? {
+            analyze::Analyzed::Done(an) => {
+                let mut lw = lower::lower(model, &an, precision)?;
+                // Inputs with no elements are empty constants: bound too.
+                for d in &model.inputs {
+                    if !bound.contains_key(&d.name) && !lw.inputs.iter().any(|i| i.name == d.name) {
+                        late.push(d.name.clone());
+                    }
+                }
+                lw.bound = late;
+                return Ok(lw);
+            }
+            analyze::Analyzed::Bind(name) => {
+                let Some(t) = values.get(&name) else {
+                    return Err(Error::Invalid(format!("input '{name}' has no value")));
+                };
+                shapes.remove(&name);
+                bound.insert(name.clone(), t.clone());
+                late.push(name);
+            }
+        }
+    }
 }
 
 /// Imports and compiles model bytes (what a fuzzer drives): never panics.

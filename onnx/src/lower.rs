@@ -10,7 +10,7 @@ use nrt_kernel::{DType, Kernel, View};
 use crate::error::{Error, Result};
 use crate::graph::Model;
 use crate::ir::{Analysis, Kind, Operand, Val};
-use crate::lower_ctx::{Lower, kerr, kshape};
+use crate::lower_ctx::{Lower, io_dtype, kerr, kshape};
 use crate::lower_ops;
 use crate::plan::Arena;
 use crate::tensor::Elem;
@@ -64,6 +64,8 @@ pub struct Lowered {
     pub inputs: Vec<Io>,
     /// Kernel outputs.
     pub outputs: Vec<Io>,
+    /// Graph outputs with no elements (not kernel outputs: a runner writes them empty).
+    pub empty_outputs: Vec<Io>,
     /// Device steps, in order (with `(inputs)` / `(outputs)` for the conversions and copies
     /// around them when there are any): what [`attribute`](crate::attribute) times.
     pub nodes: Vec<NodeInfo>,
@@ -79,6 +81,10 @@ pub struct Lowered {
     pub folded: usize,
     /// Batch normalisations folded into convolutions.
     pub fused: usize,
+    /// Graph inputs bound at build time by [`compile_values`](crate::compile_values): float
+    /// inputs an operator needs constant (in the order they were bound), then inputs with no
+    /// elements (empty constants). Integer inputs bound by the caller are not listed.
+    pub bound: Vec<String>,
 }
 
 /// Lowers an analysed model.
@@ -95,7 +101,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut inputs = Vec::new();
     let mut in_tensors = Vec::new();
     for (name, elem, shape) in &an.inputs {
-        let t = k.input(name, DType::F32, &kshape(shape)).map_err(kerr)?;
+        let t = k
+            .input(name, io_dtype(*elem), &kshape(shape))
+            .map_err(kerr)?;
         inputs.push(Io {
             name: name.clone(),
             elem: *elem,
@@ -108,17 +116,27 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut out_tensors = Vec::new();
     let mut claimed: HashMap<usize, usize> = HashMap::new();
     let mut final_copies: Vec<(usize, Val)> = Vec::new();
+    let mut empty_outputs = Vec::new();
     let producer: HashMap<usize, usize> = an
         .steps
         .iter()
         .enumerate()
         .flat_map(|(i, s)| s.outs.iter().map(move |&o| (o, i)))
         .collect();
-    for (oi, (name, v)) in an.outputs.iter().enumerate() {
+    for (name, v) in &an.outputs {
         let (shape, elem) = match v {
             Val::Const(t) => (t.shape.clone(), t.elem),
             Val::Dyn(d) => (an.values[*d].shape.clone(), an.values[*d].elem),
         };
+        if shape.contains(&0) {
+            // No elements: written by the host (a kernel tensor cannot be empty).
+            empty_outputs.push(Io {
+                name: name.clone(),
+                elem,
+                shape: shape.clone(),
+            });
+            continue;
+        }
         if !elem.is_float() {
             return Err(Error::Unsupported {
                 node: format!("output {name}"),
@@ -126,7 +144,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
                 what: format!("element type {} (outputs are float)", elem.name()),
             });
         }
-        let t = k.output(name, DType::F32, &kshape(&shape)).map_err(kerr)?;
+        let odt = io_dtype(elem);
+        let oi = out_tensors.len();
+        let t = k.output(name, odt, &kshape(&shape)).map_err(kerr)?;
         outputs.push(Io {
             name: name.clone(),
             elem,
@@ -135,7 +155,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let direct = match v {
             Val::Dyn(d) => {
                 let root = an.values[*d].alias_of.unwrap_or(*d);
-                (dt == DType::F32 && producer.contains_key(&root) && !claimed.contains_key(&root))
+                (dt == odt && producer.contains_key(&root) && !claimed.contains_key(&root))
                     .then_some(root)
             }
             Val::Const(_) => None,
@@ -182,8 +202,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut unplanned = 0usize;
     let mut frees: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
     let numel = |d: usize| an.values[d].shape.iter().product::<usize>().max(1);
+    let converted = |i: usize| io_dtype(an.inputs[i].1) != dt;
     for (d, v) in an.values.iter().enumerate() {
-        if v.input.is_some() && dt != DType::F32 {
+        if v.input.is_some_and(converted) {
             let off = arena.alloc(numel(d));
             offsets[d] = Some((off, numel(d)));
             unplanned += numel(d);
@@ -193,7 +214,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut temp_need = 0usize;
     for (i, s) in an.steps.iter().enumerate() {
         for &o in &s.outs {
-            if claimed.contains_key(&o) {
+            if claimed.contains_key(&o) || an.values[o].shape.contains(&0) {
                 continue;
             }
             let off = arena.alloc(numel(o));
@@ -249,7 +270,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     for (d, v) in an.values.iter().enumerate() {
         if let Some(i) = v.input {
             let src = in_tensors[i].view().clone();
-            if dt == DType::F32 {
+            if !converted(i) {
                 lw.views[d] = Some(src);
             } else {
                 let dst = lw.val(d)?;
@@ -257,10 +278,10 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             }
         }
     }
-    if dt != DType::F32 && !an.inputs.is_empty() {
+    if (0..an.inputs.len()).any(converted) {
         nodes.push(NodeInfo {
             name: "(inputs)".into(),
-            op: "Cast to bf16".into(),
+            op: format!("Cast to {}", dt.name()),
         });
         markers.mark(&mut lw.k)?;
     }
@@ -295,7 +316,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let dst = out_tensors[*oi].view().clone();
         let src = match v {
             Val::Dyn(d) => lw.val(*d)?,
-            Val::Const(t) => lw.konst(t, DType::F32)?,
+            Val::Const(t) => lw.konst(t, dst.dtype())?,
         };
         let src = src.reshape(&dst.shape()).map_err(kerr)?;
         nrt_kernel::library::activation::copy(&mut lw.k, &dst, &src).map_err(kerr)?;
@@ -312,13 +333,14 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let io_bytes: usize = inputs
         .iter()
         .chain(&outputs)
-        .map(|t| t.shape.iter().product::<usize>().max(1) * 4)
+        .map(|t| t.shape.iter().product::<usize>().max(1) * io_dtype(t.elem).size())
         .sum();
     let scratch_bytes = ((arena.peak + temp_need) * esize) as u64;
     Ok(Lowered {
         program,
         inputs,
         outputs,
+        empty_outputs,
         nodes,
         peak_bytes: scratch_bytes + io_bytes as u64 + weight_bytes,
         scratch_bytes,
@@ -326,5 +348,6 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         weight_bytes,
         folded: an.folded,
         fused: an.fused,
+        bound: Vec::new(),
     })
 }

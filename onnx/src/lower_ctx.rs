@@ -35,6 +35,24 @@ pub(crate) fn encode(t: &HostTensor, dt: DType) -> Vec<u8> {
     nrt_sim::engine::encode_f32(dt, &f)
 }
 
+/// The element type of a graph input's or output's kernel tensor: fp16 for `FLOAT16` (the
+/// device converts it to and from the compute dtype), fp32 for every other type (`DOUBLE`
+/// values are converted on the host: inputs rounded to fp32, outputs widened exactly).
+pub fn io_dtype(elem: Elem) -> DType {
+    match elem {
+        Elem::F16 => DType::F16,
+        _ => DType::F32,
+    }
+}
+
+/// The device type a Cast to `elem` rounds through: fp16 and bf16 for their types.
+pub(crate) fn round_dtype(elem: Elem) -> DType {
+    match elem {
+        Elem::Bf16 => DType::Bf16,
+        e => io_dtype(e),
+    }
+}
+
 impl Lower<'_> {
     /// The view of device value `d`.
     pub(crate) fn val(&self, d: usize) -> Result<View> {

@@ -206,7 +206,24 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
                 Some(o) => Some(lw.operand(o)?),
                 None => None,
             };
-            norm::layernorm(&mut lw.k, &ov, &xv, g.as_ref(), b.as_ref(), *eps).map_err(kerr)?;
+            let stat = |lw: &Lower<'_>, i: usize| -> Result<Option<View>> {
+                match s.outs.get(i) {
+                    Some(&o) => Ok(Some(rs(&lw.val(o)?, &[rows])?)),
+                    None => Ok(None),
+                }
+            };
+            let (mean, inv_std) = (stat(lw, 1)?, stat(lw, 2)?);
+            norm::layernorm_stats(
+                &mut lw.k,
+                &ov,
+                &xv,
+                g.as_ref(),
+                b.as_ref(),
+                *eps,
+                mean.as_ref(),
+                inv_std.as_ref(),
+            )
+            .map_err(kerr)?;
         }
         Kind::InstanceNorm { eps } => {
             let (n, c) = (xs[0], xs[1]);
@@ -253,6 +270,20 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             }
             copy(lw, &out, &v)?;
         }
+        Kind::Round(to) => {
+            let to = crate::lower_ctx::round_dtype(*to);
+            if to == DType::F16 || (to == DType::Bf16 && lw.dt != DType::Bf16) {
+                let n = xs.iter().product::<usize>().max(1);
+                let name = format!("round{}", lw.n_consts);
+                lw.n_consts += 1;
+                let t = lw.k.scratch(&name, to, &[n]).map_err(kerr)?;
+                let narrow = rs(t.view(), &xs)?;
+                copy(lw, &narrow, &x)?;
+                copy(lw, &out, &narrow)?;
+            } else {
+                copy(lw, &out, &x)?;
+            }
+        }
         Kind::Expand => {
             let src = expand(&x, &oshape)?;
             copy(lw, &out, &src)?;
@@ -286,6 +317,10 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
         }
         Kind::Split { axis, offsets } => {
             for (i, &o) in s.outs.iter().enumerate() {
+                // Outputs with no elements have no buffer.
+                if lw.an.values[o].shape.contains(&0) {
+                    continue;
+                }
                 let dst = lw.val(o)?;
                 let n = dst.shape()[*axis];
                 if n > 0 {

@@ -100,8 +100,14 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                     to.name()
                 )));
             }
-            // Float to float: the device computes in one precision; the value is unchanged.
-            pass(cx)
+            // To float16 / bfloat16: rounded on the device (a no-op when the compute dtype is
+            // that type). Other float casts: the device computes in one precision, the value
+            // is unchanged (float64 is held in the compute dtype).
+            if matches!(to, Elem::F16 | Elem::Bf16) {
+                let x = cx.shape(0)?;
+                return step(cx, Kind::Round(to), vec![cx.operand(0)?], vec![x]);
+            }
+            Ok(Outcome::Alias(cx.shape(0)?, Some(to)))
         }
         "Reshape" => {
             let x = cx.shape(0)?;
@@ -260,7 +266,7 @@ fn pass(cx: &mut Ctx<'_>) -> Result<Outcome> {
         return Ok(Outcome::Folded(vec![(*t).clone()]));
     }
     let s = cx.shape(0)?;
-    Ok(Outcome::Alias(s))
+    Ok(Outcome::Alias(s, None))
 }
 
 /// A reshaped view: folded for constants, an alias otherwise.
@@ -270,7 +276,7 @@ fn view(cx: &mut Ctx<'_>, shape: Vec<usize>) -> Result<Outcome> {
         t.shape = shape;
         return Ok(Outcome::Folded(vec![t]));
     }
-    Ok(Outcome::Alias(shape))
+    Ok(Outcome::Alias(shape, None))
 }
 
 /// ONNX Reshape's shape rule.
@@ -535,8 +541,10 @@ fn concat(cx: &mut Ctx<'_>) -> Result<Outcome> {
             HostTensor::ints(elem, out, iv)
         }]));
     }
+    // Inputs with no elements add nothing.
     let ins = present
         .iter()
+        .filter(|&&i| cx.shape(i).is_ok_and(|s| !s.contains(&0)))
         .map(|&i| cx.operand(i))
         .collect::<Result<_>>()?;
     step(cx, Kind::Concat(ax), ins, vec![out])

@@ -356,7 +356,7 @@ pub(crate) fn batchnorm(cx: &mut Ctx<'_>) -> Result<Outcome> {
         *cb = Some(Arc::new(HostTensor::floats(Elem::F32, vec![o], nb)));
         *bn = true;
         cx.an.fused += 1;
-        return Ok(Outcome::Alias(x));
+        return Ok(Outcome::Alias(x, None));
     }
     let mk = |v: Vec<f64>| Arc::new(HostTensor::floats(Elem::F32, vec![c], v));
     step(

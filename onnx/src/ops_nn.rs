@@ -10,7 +10,7 @@ use nrt_kernel::library::reduce::ReduceOp;
 
 use crate::error::Result;
 use crate::fold::{self, axis, broadcast};
-use crate::ir::{Ctx, Kind, Operand, Outcome, axes_of, elems, norm_axes, scalar, step};
+use crate::ir::{Ctx, Kind, Operand, Outcome, axes_of, elems, norm_axes, step};
 use crate::ops_conv::{batchnorm, conv, conv_transpose, pool};
 use crate::tensor::{Data, Elem, HostTensor};
 
@@ -54,9 +54,14 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 axis(n.int("axis", -1)?, x.len()).ok_or_else(|| n.invalid("axis out of range"))?;
             let cols: usize = x[a..].iter().product();
             let eps = n.float("epsilon", 1e-5)?;
-            if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
-                return Err(n.unsupported("the Mean and InvStdDev outputs"));
-            }
+            // Mean and InvStdDev (when asked for): one value per normalised row, the
+            // normalised axes kept as 1.
+            let stats = n.outputs.iter().skip(1).any(|o| !o.is_empty());
+            let stat: Vec<usize> = x
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| if i < a { d } else { 1 })
+                .collect();
             let mut ins = vec![cx.operand(0)?];
             for i in [1, 2] {
                 if cx.has(i) {
@@ -76,7 +81,12 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
             if ins.len() == 2 && cx.has(2) {
                 return Err(n.unsupported("a bias without a scale"));
             }
-            step(cx, Kind::LayerNorm { eps, cols }, ins, vec![x])
+            let outs = if stats {
+                vec![x, stat.clone(), stat]
+            } else {
+                vec![x]
+            };
+            step(cx, Kind::LayerNorm { eps, cols }, ins, outs)
         }
         "Gemm" => gemm(cx),
         "MatMul" => {
@@ -212,8 +222,8 @@ fn unary(cx: &mut Ctx<'_>, (f, host): Unary) -> Result<Outcome> {
 fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let x = cx.shape(0)?;
-    if cx.konst(0).is_some() {
-        return Err(n.unsupported("a constant input (fold it before export)"));
+    if let Some(t) = cx.konst(0) {
+        return fold_activation(cx, &t);
     }
     let xo = cx.operand(0)?;
     let konst = |v: f32| {
@@ -291,9 +301,7 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
                     if !cx.has(i) {
                         return Ok(None);
                     }
-                    scalar(cx.ins[i].as_ref())
-                        .map(Some)
-                        .ok_or_else(|| n.unsupported("bounds computed at run time"))
+                    cx.need_scalar(i, "bounds computed at run time").map(Some)
                 };
                 (get(1)?, get(2)?)
             };
@@ -339,6 +347,95 @@ fn activation(cx: &mut Ctx<'_>) -> Result<Outcome> {
     }
 }
 
+/// An element-wise function on the host: on floats, on integers.
+type HostFns = (Box<dyn Fn(f64) -> f64>, Box<dyn Fn(i64) -> i64>);
+
+/// An activation of a constant, on the host: in f64 rounded to the element type (floats)
+/// or in i64 (integers; Neg wraps).
+fn fold_activation(cx: &Ctx<'_>, t: &HostTensor) -> Result<Outcome> {
+    let n = cx.node;
+    let (f, g): HostFns = match n.op.as_str() {
+        "Neg" => (Box::new(|x| -x), Box::new(i64::wrapping_neg)),
+        "Relu" => (
+            Box::new(|x| if x < 0.0 { 0.0 } else { x }),
+            Box::new(|x| x.max(0)),
+        ),
+        "Sign" => (
+            Box::new(|x| {
+                if x == 0.0 || x.is_nan() {
+                    x
+                } else {
+                    x.signum()
+                }
+            }),
+            Box::new(i64::signum),
+        ),
+        "LeakyRelu" => {
+            let a = f64::from(n.float("alpha", 0.01)?);
+            (
+                Box::new(move |x| if x < 0.0 { a * x } else { x }),
+                Box::new(|x| x),
+            )
+        }
+        "Clip" => {
+            let (lo, hi) = if cx.opset < 11 {
+                (
+                    Some(HostTensor::floats(
+                        Elem::F32,
+                        vec![],
+                        vec![f64::from(n.float("min", f32::NEG_INFINITY)?)],
+                    )),
+                    Some(HostTensor::floats(
+                        Elem::F32,
+                        vec![],
+                        vec![f64::from(n.float("max", f32::INFINITY)?)],
+                    )),
+                )
+            } else {
+                let get = |i: usize| -> Result<Option<HostTensor>> {
+                    if !cx.has(i) {
+                        return Ok(None);
+                    }
+                    let c = cx.need_const(i, if i == 1 { "min" } else { "max" })?;
+                    if c.len() != 1 {
+                        return Err(n.invalid("min and max must be scalars"));
+                    }
+                    Ok(Some((*c).clone()))
+                };
+                (get(1)?, get(2)?)
+            };
+            let fl = |b: &Option<HostTensor>, d: f64| b.as_ref().map_or(d, |b| b.as_f64()[0]);
+            let il = |b: &Option<HostTensor>, d: i64| b.as_ref().map_or(d, |b| b.as_i64()[0]);
+            let (flo, fhi) = (fl(&lo, f64::NEG_INFINITY), fl(&hi, f64::INFINITY));
+            let (ilo, ihi) = (il(&lo, i64::MIN), il(&hi, i64::MAX));
+            (
+                Box::new(move |x| if x.is_nan() { x } else { x.max(flo).min(fhi) }),
+                Box::new(move |x| x.max(ilo).min(ihi)),
+            )
+        }
+        "HardSigmoid" => {
+            let a = f64::from(n.float("alpha", 0.2)?);
+            let b = f64::from(n.float("beta", 0.5)?);
+            (
+                Box::new(move |x| (a * x + b).clamp(0.0, 1.0)),
+                Box::new(|x| x),
+            )
+        }
+        _ => return Err(n.unsupported("a constant input (fold it before export)")),
+    };
+    let r = match &t.data {
+        Data::I(v) if n.op != "HardSigmoid" && n.op != "LeakyRelu" => {
+            HostTensor::ints(t.elem, t.shape.clone(), v.iter().map(|&x| g(x)).collect())
+        }
+        Data::I(_) => return Err(n.invalid("needs a float input")),
+        Data::F(v) => fold::cast(
+            &HostTensor::floats(t.elem, t.shape.clone(), v.iter().map(|&x| f(x)).collect()),
+            t.elem,
+        ),
+    };
+    Ok(Outcome::Folded(vec![r]))
+}
+
 fn gemm(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let (ta, tb) = (n.int("transA", 0)? != 0, n.int("transB", 0)? != 0);
@@ -374,6 +471,9 @@ fn gemm(cx: &mut Ctx<'_>) -> Result<Outcome> {
         }
         (None, false) => cx.operand(1)?,
         (None, true) => {
+            if let Some(d) = cx.dyn_id(1) {
+                cx.an.wanted.set(Some(d));
+            }
             return Err(n.unsupported("transB or alpha ≠ 1 with B computed at run time"));
         }
     };
@@ -448,7 +548,7 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
             return if let Some(t) = cx.konst(0) {
                 Ok(Outcome::Folded(vec![(*t).clone()]))
             } else {
-                Ok(Outcome::Alias(x))
+                Ok(Outcome::Alias(x, None))
             };
         }
         _ => (0..x.len()).collect(),
@@ -472,8 +572,14 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
         "ReduceMax" => ReduceOp::Max,
         _ => ReduceOp::Min,
     };
-    if cx.konst(0).is_some() {
-        return Err(n.unsupported("a constant input (fold it before export)"));
+    if let Some(t) = cx.konst(0) {
+        let code = match op {
+            ReduceOp::Sum => 0,
+            ReduceOp::Mean => 1,
+            ReduceOp::Max => 2,
+            _ => 3,
+        };
+        return Ok(Outcome::Folded(vec![fold::reduce(&t, &axes, code, out)]));
     }
     step(
         cx,
@@ -505,8 +611,7 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
     } else {
         let p = cx.need_const(1, "pads")?.as_i64();
         let v = if cx.has(2) {
-            scalar(cx.ins[2].as_ref())
-                .ok_or_else(|| n.unsupported("a pad value computed at run time"))?
+            cx.need_scalar(2, "a pad value computed at run time")?
         } else {
             0.0
         };
