@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use nrt_core::io::TensorInfo;
 use nrt_onnx::{Elem, Io, Lowered, NodeInfo, NodeTime, Precision};
 use nrt_sim::engine::{ExecReport, TICKS_PER_SECOND, f16_to_f32};
-use nrt_sim::neff::neff_from_programs;
+use nrt_sim::neff::neff_from_programs_packed;
 
 use crate::backend::{InputSource, Model, Source, gather_inputs, load_model, parse_neff};
 use crate::error::{CliError, Context, Result};
@@ -288,8 +288,23 @@ fn host_tensor(a: &npy::NpyArray, shape: Vec<usize>, file: &str) -> Result<nrt_o
     Ok(nrt_onnx::HostTensor::ints(elem, shape, v))
 }
 
-/// Loads an ONNX model as a runnable [`Model`].
-pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(Model, Imported)> {
+/// How the NEFF an ONNX model is built into is packed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Packing {
+    /// A plain tar (package version 1): built in memory to be loaded at once (`nrt run`,
+    /// `nrt bench`), where compressing it and inflating it again would only cost time.
+    Plain,
+    /// Gzipped, as the Neuron compiler writes NEFFs (`nrt build`).
+    Gzip,
+}
+
+/// Loads an ONNX model as a runnable [`Model`], its NEFF packed as `packing` says.
+pub(crate) fn load(
+    path: &Path,
+    inputs: &[String],
+    dtype: DtypeArg,
+    packing: Packing,
+) -> Result<(Model, Imported)> {
     let (lw, name, bound) = compile(path, inputs, dtype)?;
     if lw.inputs.is_empty() && lw.outputs.is_empty() {
         let empty: Vec<String> = lw
@@ -303,8 +318,12 @@ pub(crate) fn load(path: &Path, inputs: &[String], dtype: DtypeArg) -> Result<(M
             empty.join(", ")
         )));
     }
-    let neff = neff_from_programs(&name, std::slice::from_ref(&lw.program))
-        .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
+    let neff = neff_from_programs_packed(
+        &name,
+        std::slice::from_ref(&lw.program),
+        packing == Packing::Gzip,
+    )
+    .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
     let (parsed, programs) = parse_neff(path, &neff)?;
     let given: Vec<&str> = inputs
         .iter()
@@ -370,7 +389,7 @@ fn summary_line(lw: &Lowered, dtype: DtypeArg) -> String {
 
 /// `nrt build MODEL.onnx -o MODEL.neff`.
 pub(crate) fn build(path: &Path, output: &Path, dtype: DtypeArg) -> Result<()> {
-    let (model, imp) = load(path, &[], dtype)?;
+    let (model, imp) = load(path, &[], dtype, Packing::Gzip)?;
     std::fs::write(output, &model.bytes)
         .context(|| format!("cannot write '{}'", output.display()))?;
     let mut r = Report::new();
@@ -483,7 +502,7 @@ pub(crate) fn load_with_inputs(
     dtype: DtypeArg,
 ) -> Result<(Model, Option<Imported>, Vec<GatheredInput>)> {
     let (model, imported) = if is_onnx(path) {
-        let (m, i) = load(path, input, dtype)?;
+        let (m, i) = load(path, input, dtype, Packing::Plain)?;
         (m, Some(i))
     } else {
         (load_model(path)?, None)
