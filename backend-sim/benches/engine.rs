@@ -29,29 +29,12 @@ fn numpy_matmul_seconds(m: u64, k: u64, n: u64) -> Option<f64> {
          \x20   t = time.perf_counter(); np.matmul(a, b); best = min(best, time.perf_counter() - t)\n\
          print(best)\n"
     );
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .env("OPENBLAS_NUM_THREADS", "1")
-        .env("OMP_NUM_THREADS", "1")
-        .env("MKL_NUM_THREADS", "1")
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    python_one_thread(&script)?.parse().ok()
 }
 
-/// numpy's version, BLAS library and the thread count it runs with here, as numpy reports them.
-fn numpy_blas() -> Option<String> {
-    let script = "import numpy as np\n\
-        try:\n\
-        \x20   b = np.show_config(mode='dicts')['Build Dependencies']['blas']\n\
-        \x20   blas = f\"{b.get('name')} {b.get('version')}\"\n\
-        except Exception:\n\
-        \x20   blas = 'unknown BLAS'\n\
-        print(f'numpy {np.__version__}, BLAS {blas}, 1 thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1)')\n";
+/// Runs `script` with `python3 -c`, BLAS limited to one thread; its trimmed standard output,
+/// or `None` when python3 (or numpy) is missing or the script fails.
+fn python_one_thread(script: &str) -> Option<String> {
     let out = Command::new("python3")
         .arg("-c")
         .arg(script)
@@ -63,6 +46,18 @@ fn numpy_blas() -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// numpy's version, BLAS library and the thread count it runs with here, as numpy reports them.
+fn numpy_blas() -> Option<String> {
+    let script = "import numpy as np\n\
+        try:\n\
+        \x20   b = np.show_config(mode='dicts')['Build Dependencies']['blas']\n\
+        \x20   blas = f\"{b.get('name')} {b.get('version')}\"\n\
+        except Exception:\n\
+        \x20   blas = 'unknown BLAS'\n\
+        print(f'numpy {np.__version__}, BLAS {blas}, 1 thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1)')\n";
+    python_one_thread(script)
 }
 
 fn matmul_bench() {

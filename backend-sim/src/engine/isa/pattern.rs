@@ -312,30 +312,11 @@ impl AccessPattern {
     /// Calls `f(element_index, byte_offset)` for every element of one partition, in the
     /// pattern's order (outermost dimension slowest). The pattern must be valid.
     pub(crate) fn for_each_offset(&self, mut f: impl FnMut(usize, usize)) {
-        let es = self.dtype.size() as i64;
-        let mut sizes = [1i64; MAX_DIMS];
-        let mut strides = [0i64; MAX_DIMS];
-        let nd = self.used_dims().len();
-        // Right-align the used dims so index 3 is innermost.
-        for (i, d) in self.used_dims().iter().enumerate() {
-            sizes[MAX_DIMS - nd + i] = i64::from(d.size);
-            strides[MAX_DIMS - nd + i] = i64::from(d.stride) * es;
-        }
-        let base = i64::from(self.offset);
-        let mut idx = 0usize;
-        for a in 0..sizes[0] {
-            let oa = base + a * strides[0];
-            for b in 0..sizes[1] {
-                let ob = oa + b * strides[1];
-                for c in 0..sizes[2] {
-                    let oc = ob + c * strides[2];
-                    for d in 0..sizes[3] {
-                        f(idx, (oc + d * strides[3]) as usize);
-                        idx += 1;
-                    }
-                }
+        self.for_each_run(|i, o, n, step| {
+            for j in 0..n {
+                f(i + j, (o as isize + j as isize * step) as usize);
             }
-        }
+        });
     }
 
     /// [`for_each_offset`](Self::for_each_offset) by runs of the innermost dimension:
@@ -345,6 +326,8 @@ impl AccessPattern {
     pub(crate) fn for_each_run(&self, mut f: impl FnMut(usize, usize, usize, isize)) {
         let dims = self.used_dims();
         let Some((inner, outer)) = dims.split_last() else {
+            // No free dimension (not a valid pattern): one element at the offset.
+            f(0, self.offset as usize, 1, 0);
             return;
         };
         let es = self.dtype.size() as i64;
