@@ -7,14 +7,15 @@
 //! where it has none), so its bits for full-precision fp32 operands depend on the CPU; the
 //! rule forbids that. This kernel uses only vector multiplies and adds, which are IEEE
 //! operations with one result per lane: the bits are the same at any vector width, on any CPU.
-//! On the CPUs this targets (AMD Zen: two multiply and two add pipes) the unfused pair runs at
-//! the fused rate.
+//! On AMD Zen (two multiply and two add pipes) the unfused pair can issue at the fused rate;
+//! the measured speed is in `docs/PERFORMANCE.md`.
 //!
 //! The micro-kernel keeps a 6 × 16 block of outputs in twelve AVX registers, walks k in
 //! increasing order, and per k broadcasts six stationary values against two 8-wide moving
-//! vectors. Tails (fewer than six rows, fewer than sixteen columns) use the same loop with
-//! fewer rows or a lane mask. Without AVX (or off x86-64) [`matmul`] declines and the caller
-//! runs the scalar rule loop.
+//! vectors, both operands packed into contiguous panels first. A last block of fewer than six
+//! rows runs the same loop with fewer rows; a last panel of fewer than sixteen columns is
+//! packed to 8 or 16 with zeros and stored through a lane mask. Without AVX (or off x86-64)
+//! [`matmul`] declines and the caller runs the scalar rule loop.
 //!
 //! The crate's second `unsafe` module (with `fast.rs`): raw-pointer SIMD loads and stores, over
 //! slices whose bounds [`matmul`] checks once before any access.
