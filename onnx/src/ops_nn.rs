@@ -593,13 +593,13 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
     )
 }
 
-/// `Pad`: constant, edge and reflect modes; negative pads crop.
+/// `Pad`: constant, edge, reflect and wrap modes; negative pads crop.
 pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let x = cx.shape(0)?;
     let r = x.len();
     let mode = n.string("mode", "constant")?;
-    if !matches!(mode.as_str(), "constant" | "edge" | "reflect") {
+    if !matches!(mode.as_str(), "constant" | "edge" | "reflect" | "wrap") {
         return Err(n.unsupported(format!("mode '{mode}'")));
     }
     let (p, value, axes) = if cx.opset < 11 {
@@ -647,11 +647,14 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
         .collect();
     if !simple {
         if cx.konst(0).is_some() {
-            return Err(n.unsupported("edge/reflect modes or negative pads on a constant input"));
+            return Err(
+                n.unsupported("edge/reflect/wrap modes or negative pads on a constant input")
+            );
         }
         let pm = match mode.as_str() {
             "edge" => PadMode::Edge,
             "reflect" => PadMode::Reflect,
+            "wrap" => PadMode::Wrap,
             _ => PadMode::Constant(f64::from(value)),
         };
         return step(

@@ -410,6 +410,48 @@ fn data_movement_ops_are_exact() {
 }
 
 #[test]
+fn pad_wrap_and_reflect_are_exact() {
+    // x [2, 3]; pads: 2 before / 1 after along the last axis, 1 before along the first.
+    let x: Vec<f32> = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    for (mode, rows) in [
+        // wrap: row [a b c] -> [b c a b c a]; the extra first row wraps to the last.
+        (
+            "wrap",
+            [
+                [5.0, 6.0, 4.0, 5.0, 6.0, 4.0],
+                [2.0, 3.0, 1.0, 2.0, 3.0, 1.0],
+                [5.0, 6.0, 4.0, 5.0, 6.0, 4.0],
+            ],
+        ),
+        // reflect: [a b c] -> [c b a b c b]; the extra first row reflects to the second.
+        (
+            "reflect",
+            [
+                [6.0, 5.0, 4.0, 5.0, 6.0, 5.0],
+                [3.0, 2.0, 1.0, 2.0, 3.0, 2.0],
+                [6.0, 5.0, 4.0, 5.0, 6.0, 5.0],
+            ],
+        ),
+    ] {
+        let m = model(
+            vec![node(
+                "Pad",
+                &["x", "pads"],
+                &["y"],
+                vec![("mode", A::S(mode))],
+            )],
+            &[("x", &[2, 3])],
+            &["y"],
+            vec![ints("pads", &[4], &[1, 2, 0, 1])],
+            19,
+        );
+        let y = run(&m, &[("x", x.clone())]);
+        let want: Vec<f32> = rows.iter().flatten().copied().collect();
+        assert_eq!(y[0], want, "{mode}");
+    }
+}
+
+#[test]
 fn bf16_compute_stays_within_its_precision() {
     let x = data(4 * 32, 18);
     let w = data(32 * 16, 19);
