@@ -1,5 +1,6 @@
 //! Host arithmetic on constants: broadcasting, element-wise evaluation, index helpers.
 
+use nrt_kernel::library::reduce::ReduceOp;
 use nrt_sim::engine::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 
 use crate::tensor::{Data, Elem, HostTensor};
@@ -188,10 +189,15 @@ pub(crate) fn axis(a: i64, rank: usize) -> Option<usize> {
 }
 
 /// A reduction of `t` over `axes` (sorted, distinct) to the keep-dims shape, then `out_shape`
-/// (`op`: 0 sum, 1 mean, 2 max, 3 min): in f64 rounded to the element type (floats) or in
+/// by `op`: in f64 rounded to the element type (floats) or in
 /// i64 (integers, sums wrapping). An empty reduction gives the operation's identity: 0 for
 /// a sum, NaN for a mean, −∞ / +∞ (the type's extremes for integers) for max / min.
-pub(crate) fn reduce(t: &HostTensor, axes: &[usize], op: u8, out_shape: Vec<usize>) -> HostTensor {
+pub(crate) fn reduce(
+    t: &HostTensor,
+    axes: &[usize],
+    op: ReduceOp,
+    out_shape: Vec<usize>,
+) -> HostTensor {
     let keep: Vec<usize> = t
         .shape
         .iter()
@@ -210,20 +216,20 @@ pub(crate) fn reduce(t: &HostTensor, axes: &[usize], op: u8, out_shape: Vec<usiz
     match &t.data {
         Data::I(v) => {
             let init = match op {
-                2 => i64::MIN,
-                3 => i64::MAX,
-                _ => 0,
+                ReduceOp::Max => i64::MIN,
+                ReduceOp::Min => i64::MAX,
+                ReduceOp::Sum | ReduceOp::Mean => 0,
             };
             let mut acc = vec![init; n_out];
             for (flat, &x) in v.iter().enumerate() {
                 let a = &mut acc[target(flat)];
                 *a = match op {
-                    2 => (*a).max(x),
-                    3 => (*a).min(x),
-                    _ => a.wrapping_add(x),
+                    ReduceOp::Max => (*a).max(x),
+                    ReduceOp::Min => (*a).min(x),
+                    ReduceOp::Sum | ReduceOp::Mean => a.wrapping_add(x),
                 };
             }
-            if op == 1 {
+            if op == ReduceOp::Mean {
                 let c = count.max(1) as i64;
                 acc.iter_mut().for_each(|a| *a /= c);
             }
@@ -231,21 +237,21 @@ pub(crate) fn reduce(t: &HostTensor, axes: &[usize], op: u8, out_shape: Vec<usiz
         }
         Data::F(v) => {
             let init = match op {
-                2 => f64::NEG_INFINITY,
-                3 => f64::INFINITY,
-                _ => 0.0,
+                ReduceOp::Max => f64::NEG_INFINITY,
+                ReduceOp::Min => f64::INFINITY,
+                ReduceOp::Sum | ReduceOp::Mean => 0.0,
             };
             let mut acc = vec![init; n_out];
             for (flat, &x) in v.iter().enumerate() {
                 let a = &mut acc[target(flat)];
                 *a = match op {
-                    2 if x.is_nan() || x > *a => x,
-                    3 if x.is_nan() || x < *a => x,
-                    2 | 3 => *a,
-                    _ => *a + x,
+                    ReduceOp::Max if x.is_nan() || x > *a => x,
+                    ReduceOp::Min if x.is_nan() || x < *a => x,
+                    ReduceOp::Max | ReduceOp::Min => *a,
+                    ReduceOp::Sum | ReduceOp::Mean => *a + x,
                 };
             }
-            if op == 1 {
+            if op == ReduceOp::Mean {
                 acc.iter_mut().for_each(|a| *a /= count as f64);
             }
             cast(&HostTensor::floats(t.elem, out_shape, acc), t.elem)

@@ -573,13 +573,7 @@ fn reduce(cx: &mut Ctx<'_>) -> Result<Outcome> {
         _ => ReduceOp::Min,
     };
     if let Some(t) = cx.konst(0) {
-        let code = match op {
-            ReduceOp::Sum => 0,
-            ReduceOp::Mean => 1,
-            ReduceOp::Max => 2,
-            _ => 3,
-        };
-        return Ok(Outcome::Folded(vec![fold::reduce(&t, &axes, code, out)]));
+        return Ok(Outcome::Folded(vec![fold::reduce(&t, &axes, op, out)]));
     }
     step(
         cx,

@@ -138,39 +138,36 @@ pub(super) fn load(
                         Ok(())
                     })?;
                 }
-                per_co.push(tiles.iter().map(|t| t.view().clone()).collect());
-                held.extend(tiles);
-                per_co_b.push(load_bias(k, bias, ob, on)?);
-                continue;
-            }
-            k.scope(|k| {
-                // [on, cig, taps] as stored; a tap's [on, cn] is a strided view of it,
-                // transposed on TensorE (a matmul by the identity, exact) and copied out of
-                // PSUM by ScalarE.
-                let raw = k.sbuf_tile("conv_w_raw", dt, &[on, geo.cig, t])?;
-                k.dma_copy(
-                    &raw.reshape(&[on, geo.cig * t])?,
-                    &w.reshape(&[geo.o, geo.cig * t])?.slice(0, ob..ob + on)?,
-                )?;
-                let id = ident.slice(0, 0..on)?.slice(1, 0..on)?;
-                for (wt, &(c0, cn)) in tiles.iter().zip(ci_chunks) {
-                    for tap in 0..t {
-                        let ps = tr_pool.next(k)?.slice(0, 0..cn)?.slice(1, 0..on)?;
-                        k.emit(NcMatmul {
-                            dst: &ps,
-                            stationary: &raw.select(2, tap)?.slice(1, c0..c0 + cn)?,
-                            moving: &id,
-                            accumulate: Some(false),
-                        })?;
-                        k.emit(TensorCopy {
-                            dst: &wt.select(1, tap)?,
-                            src: &ps,
-                            engine: Some(EngineId::Scalar),
-                        })?;
+            } else {
+                k.scope(|k| {
+                    // [on, cig, taps] as stored; a tap's [on, cn] is a strided view of it,
+                    // transposed on TensorE (a matmul by the identity, exact) and copied out of
+                    // PSUM by ScalarE.
+                    let raw = k.sbuf_tile("conv_w_raw", dt, &[on, geo.cig, t])?;
+                    k.dma_copy(
+                        &raw.reshape(&[on, geo.cig * t])?,
+                        &w.reshape(&[geo.o, geo.cig * t])?.slice(0, ob..ob + on)?,
+                    )?;
+                    let id = ident.slice(0, 0..on)?.slice(1, 0..on)?;
+                    for (wt, &(c0, cn)) in tiles.iter().zip(ci_chunks) {
+                        for tap in 0..t {
+                            let ps = tr_pool.next(k)?.slice(0, 0..cn)?.slice(1, 0..on)?;
+                            k.emit(NcMatmul {
+                                dst: &ps,
+                                stationary: &raw.select(2, tap)?.slice(1, c0..c0 + cn)?,
+                                moving: &id,
+                                accumulate: Some(false),
+                            })?;
+                            k.emit(TensorCopy {
+                                dst: &wt.select(1, tap)?,
+                                src: &ps,
+                                engine: Some(EngineId::Scalar),
+                            })?;
+                        }
                     }
-                }
-                Ok(())
-            })?;
+                    Ok(())
+                })?;
+            }
             per_co.push(tiles.iter().map(|t| t.view().clone()).collect());
             held.extend(tiles);
             per_co_b.push(load_bias(k, bias, ob, on)?);
