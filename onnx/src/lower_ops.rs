@@ -253,8 +253,7 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             reduce_axes(&mut lw.k, &out, &x, axes, *op, *keepdims).map_err(kerr)?;
         }
         Kind::Transpose(perm) => {
-            let src = x.permute(perm).map_err(kerr)?;
-            copy(lw, &out, &src)?;
+            data::permute(&mut lw.k, &out, &x, perm).map_err(kerr)?;
         }
         Kind::Slice(sl) => {
             let mut v = x.clone();
