@@ -158,6 +158,33 @@ impl OnChip {
         self.bytes.get_mut(base..base + len).unwrap_or(&mut [])
     }
 
+    /// Partitions `p0..p0 + rows`, `n` binary32 elements each from byte `offset`, read in
+    /// place: a slice whose row `r` starts at element `r · ld` (`ld`, the returned stride, is
+    /// the partitions' distance in elements; the slice ends after the last row's `n`). `None`
+    /// when the host is not little-endian, the range leaves the memory, or the bytes are not
+    /// 4-byte aligned; callers then gather a copy.
+    pub(crate) fn rows_f32(
+        &self,
+        p0: usize,
+        rows: usize,
+        offset: usize,
+        n: usize,
+    ) -> Option<(&[f32], usize)> {
+        if !cfg!(target_endian = "little") || rows == 0 || self.stride % 4 != 0 {
+            return None;
+        }
+        if offset.checked_add(n.checked_mul(4)?)? > self.partition_bytes
+            || p0.checked_add(rows)? > self.partitions()
+        {
+            return None;
+        }
+        let start = p0 * self.stride + offset;
+        let end = (p0 + rows - 1) * self.stride + offset + n * 4;
+        let bytes = self.bytes.get(start..end)?;
+        let v: &[f32] = bytemuck::try_cast_slice(bytes).ok()?;
+        Some((v, self.stride / 4))
+    }
+
     /// Copies `len` bytes from partition `sp` at `soff` to partition `dp` at `doff` as if
     /// through a buffer (overlap allowed); a source out of range copies zeros, a destination
     /// out of range copies nothing.
@@ -400,6 +427,30 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
     use nrt_core::NrtStatus;
+
+    /// `rows_f32` reads partitions in place: the values written, rows a stride apart, ending
+    /// after the last row; refused when misaligned or out of range.
+    #[test]
+    fn rows_f32_reads_partitions_in_place() {
+        let mut m = OnChip::new(8, 256);
+        for p in 0..8 {
+            for i in 0..4 {
+                let v = (p * 10 + i) as f32 + 0.5;
+                m.write(p, 64 + 4 * i, 4).copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let (v, ld) = m.rows_f32(2, 3, 64, 4).unwrap();
+        assert_eq!(ld * 4, m.stride);
+        assert_eq!(v.len(), 2 * ld + 4);
+        for r in 0..3 {
+            let want: Vec<f32> = (0..4).map(|i| ((r + 2) * 10 + i) as f32 + 0.5).collect();
+            assert_eq!(&v[r * ld..r * ld + 4], &want[..]);
+        }
+        assert!(m.rows_f32(0, 1, 2, 4).is_none(), "misaligned offset");
+        assert!(m.rows_f32(0, 1, 248, 4).is_none(), "past the partition");
+        assert!(m.rows_f32(6, 3, 0, 4).is_none(), "past the last partition");
+        assert!(m.rows_f32(0, 0, 0, 4).is_none(), "no rows");
+    }
 
     #[test]
     fn hbm_is_sparse_and_accounted() {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, Bias, Instr, Space};
-use crate::engine::math::{activation, in_exact_window, matmul_stationary};
+use crate::engine::math::{activation, in_exact_window, in_exact_window_rows, matmul_stationary};
 use crate::engine::memory::OnChip;
 
 impl Executor<'_, '_> {
@@ -41,7 +41,11 @@ impl Executor<'_, '_> {
         let psum = &mut *self.env.psum;
         match ins {
             Instr::LoadStationary { src } => {
-                let mut data = Vec::new();
+                // The previous stationary's buffer, when no issued multiply still holds it.
+                let mut data = match self.stationary.take().map(Rc::try_unwrap) {
+                    Some(Ok(old)) => old.data,
+                    _ => Vec::new(),
+                };
                 gather_f32(mem(sbuf, psum, src.space), &src, &mut data);
                 self.stationary = Some(Rc::new(Stationary {
                     k: usize::from(src.partitions),
@@ -58,34 +62,49 @@ impl Executor<'_, '_> {
                 let Some(st) = p.stationary else { return };
                 let mut mv = std::mem::take(&mut self.mm_moving);
                 let n = moving.free_elems() as usize;
-                let ld = moving_row_stride(n);
+                let k = st.k.min(usize::from(moving.partitions));
                 let src = mem(sbuf, psum, moving.space);
                 let (lo, hi) = moving.byte_range();
                 let p0 = usize::from(moving.start_partition);
                 let p1 = p0 + usize::from(moving.partitions);
                 let generation = src.generation(p0, p1, lo.max(0) as usize, hi.max(0) as usize);
+                // An fp32 tile contiguous in each partition is read in place (no copy);
+                // anything else is gathered into `mv`, rows `moving_row_stride(n)` apart.
+                let direct = if moving.dtype == DType::F32 && moving.is_contiguous() {
+                    src.rows_f32(p0, k, moving.offset as usize, n)
+                } else {
+                    None
+                };
+                let ld = direct.map_or(moving_row_stride(n), |(_, ld)| ld);
                 // The moving tile's window check only matters with an exact stationary (the
-                // GEMM path needs both); it is made once per gathered tile, when first needed.
-                let mv_exact = match self.mm_moving_key {
+                // GEMM path needs both); it is made once per tile, when first needed.
+                let cached = match self.mm_moving_key {
                     Some((ap, g, l, exact)) if ap == moving && g == generation && l == ld => {
-                        match exact {
-                            Some(e) => e,
-                            None if st.exact => {
-                                let e = in_exact_window(&mv);
-                                self.mm_moving_key = Some((moving, generation, ld, Some(e)));
-                                e
-                            }
-                            None => false,
-                        }
+                        Some(exact)
                     }
-                    _ => {
-                        gather_rows_f32(src, &moving, &mut mv, ld);
-                        let exact = st.exact.then(|| in_exact_window(&mv));
-                        self.mm_moving_key = Some((moving, generation, ld, exact));
-                        exact.unwrap_or(false)
+                    _ => None,
+                };
+                if cached.is_none() && direct.is_none() {
+                    gather_rows_f32(src, &moving, &mut mv, ld);
+                }
+                let b: &[f32] = direct.map_or(&mv, |(v, _)| v);
+                let mv_exact = match cached.flatten() {
+                    Some(e) => e,
+                    None if st.exact => {
+                        let e = match direct {
+                            Some(_) => in_exact_window_rows(b, ld, k, n),
+                            None => in_exact_window(b),
+                        };
+                        self.mm_moving_key = Some((moving, generation, ld, Some(e)));
+                        e
+                    }
+                    None => {
+                        if cached.is_none() {
+                            self.mm_moving_key = Some((moving, generation, ld, None));
+                        }
+                        false
                     }
                 };
-                let k = st.k.min(usize::from(moving.partitions));
                 // Every element of the product is written (β = 0), so the buffer is reused
                 // without clearing.
                 let mut c = std::mem::take(&mut self.mm_out);
@@ -93,7 +112,7 @@ impl Executor<'_, '_> {
                     c.resize(st.m * n, 0.0);
                 }
                 let c_used = &mut c[..st.m * n];
-                matmul_stationary(&st.data, st.exact, &mv, mv_exact, ld, c_used, k, st.m, n);
+                matmul_stationary(&st.data, st.exact, b, mv_exact, ld, c_used, k, st.m, n);
                 let off = dst.offset as usize;
                 for (row, p) in c_used
                     .chunks_exact(n)

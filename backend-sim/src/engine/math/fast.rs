@@ -28,8 +28,12 @@ pub(super) fn gemm(
     if ldb < n {
         return false;
     }
-    let (Some(km), Some(kl), Some(mn)) = (k.checked_mul(m), k.checked_mul(ldb), m.checked_mul(n))
-    else {
+    // `b`'s last row needs only its first `n` elements.
+    let kl = match k.checked_sub(1) {
+        None => Some(0),
+        Some(last) => last.checked_mul(ldb).and_then(|x| x.checked_add(n)),
+    };
+    let (Some(km), Some(kl), Some(mn)) = (k.checked_mul(m), kl, m.checked_mul(n)) else {
         return false;
     };
     let (Some(a), Some(b), Some(c)) = (a.get(..km), b.get(..kl), c.get_mut(..mn)) else {
@@ -45,8 +49,8 @@ pub(super) fn gemm(
     }
     // SAFETY: the crate reads `lhs(i, kk) = a[kk·m + i]` (row stride 1, column stride m) for
     // i < m, kk < k, and `rhs(kk, j) = b[kk·ldb + j]` (row stride ldb, column stride 1) for
-    // j < n ≤ ldb: the largest offsets, (k−1)·m + m−1 < k·m and (k−1)·ldb + n−1 < k·ldb, lie
-    // inside the slices just bounded to exactly those lengths. It writes `dst(i, j) = c[i·n + j]` (row stride n,
+    // j < n ≤ ldb: the largest offsets, (k−1)·m + m−1 < k·m and (k−1)·ldb + n−1 <
+    // (k−1)·ldb + n, lie inside the slices just bounded to exactly those lengths. It writes `dst(i, j) = c[i·n + j]` (row stride n,
     // column stride 1), largest offset (m−1)·n + n−1 < m·n, inside `c`, which is a unique
     // borrow and so aliases neither input. `read_dst = false`, so `c`'s prior contents (any
     // bits) are never read. `Parallelism::None` keeps the call on this thread, so the borrows

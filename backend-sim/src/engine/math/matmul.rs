@@ -45,10 +45,10 @@ fn gemm_eligible(k: usize, m: usize, n: usize) -> bool {
 /// loaded: of a slice that contains `a[..k·m]` (every part of a slice in the window is in it,
 /// so a whole-load check holds for any `k` rows of it).
 ///
-/// `b`'s rows are `ldb ≥ n` elements apart (row `kk` is `b[kk·ldb..kk·ldb + n]`), and
-/// `b_exact` is [`in_exact_window`] of a slice that contains its `k` rows (the engine checks
-/// each gathered moving tile once, padding zeros included, and reuses it while its memory is
-/// unchanged).
+/// `b`'s rows are `ldb ≥ n` elements apart (row `kk` is `b[kk·ldb..kk·ldb + n]`; `b` may end
+/// right after the last row's `n`), and `b_exact` is [`in_exact_window`] of the elements of
+/// its `k` rows (the engine checks each moving tile once and reuses the answer while its
+/// memory is unchanged).
 #[allow(clippy::too_many_arguments)] // the GEMM's shape, operands, stride and window checks
 pub(crate) fn matmul_stationary(
     a: &[f32],
@@ -62,7 +62,9 @@ pub(crate) fn matmul_stationary(
     n: usize,
 ) {
     let ldb = ldb.max(n);
-    let (Some(a), Some(b), Some(c)) = (a.get(..k * m), b.get(..k * ldb), c.get_mut(..m * n)) else {
+    // `b`'s last row needs only its first `n` elements (a tile read in place ends there).
+    let b_len = k.checked_sub(1).map_or(0, |last| last * ldb + n);
+    let (Some(a), Some(b), Some(c)) = (a.get(..k * m), b.get(..b_len), c.get_mut(..m * n)) else {
         // Operands too short (callers never pass such): the product reads as zeros.
         c.iter_mut().take(m * n).for_each(|x| *x = 0.0);
         return;
@@ -131,6 +133,15 @@ pub(crate) fn in_exact_window(v: &[f32]) -> bool {
         bits |= b;
     }
     out == 0 && bits & 0xFFF == 0
+}
+
+/// [`in_exact_window`] of `rows` rows of `n` elements, `ld` apart in `v` (a tile read in
+/// place); `false` when `v` is too short.
+pub(crate) fn in_exact_window_rows(v: &[f32], ld: usize, rows: usize, n: usize) -> bool {
+    (0..rows).all(|r| {
+        v.get(r * ld..r * ld + n)
+            .is_some_and(in_exact_window)
+    })
 }
 
 /// Whether this build's GEMM accumulates sequentially in k up to [`GEMM_MAX_K`], checked once
