@@ -335,7 +335,8 @@ pub(crate) fn load(
             empty.join(", ")
         )));
     }
-    let neff_err = |e: nrt_core::Error| CliError::new(format!("cannot write the NEFF: {}", e.message()));
+    let neff_err =
+        |e: nrt_core::Error| CliError::new(format!("cannot write the NEFF: {}", e.message()));
     let mut neff = neff_from_programs_packed(
         &name,
         std::slice::from_ref(&lw.program),

@@ -137,6 +137,12 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             Val::Const(t) => (t.shape.clone(), t.elem),
             Val::Dyn(d) => (an.values[*d].shape.clone(), an.values[*d].elem),
         };
+        // A float value (a comparison's 1 / 0) for an output declared integer or boolean
+        // takes the declared type.
+        let elem = match m.outputs.iter().find(|o| &o.name == name) {
+            Some(o) if !o.elem.is_float() => o.elem,
+            _ => elem,
+        };
         if shape.contains(&0) {
             // No elements: written by the host (a kernel tensor cannot be empty).
             empty_outputs.push(Io {
@@ -150,7 +156,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             folded_outputs.push(name.clone());
         }
         if !elem.is_float() {
-            let (carrier, bytes) = int_output(m, an, &producer, name, v)?;
+            let (carrier, bytes) = int_output(m, an, &producer, name, v, elem)?;
             let t = k
                 .output(name, carrier, &[bytes.len() / carrier.size()])
                 .map_err(kerr)?;
@@ -346,10 +352,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let name = format!("const{}", lw.n_consts);
         lw.n_consts += 1;
         lw.weight_bytes += bytes.len() as u64;
-        let c = lw
-            .k
-            .constant(&name, dst.dtype(), &dst.shape(), bytes)
-            .map_err(kerr)?;
+        let c =
+            lw.k.constant(&name, dst.dtype(), &dst.shape(), bytes)
+                .map_err(kerr)?;
         nrt_kernel::library::activation::copy(&mut lw.k, &dst, c.view()).map_err(kerr)?;
         any_copy = true;
     }
@@ -401,9 +406,10 @@ fn int_output(
     producer: &HashMap<usize, usize>,
     name: &str,
     v: &Val,
+    elem: Elem,
 ) -> Result<(DType, Vec<u8>)> {
     let t = match v {
-        Val::Const(t) => t,
+        Val::Const(t) => crate::fold::cast(t, elem),
         Val::Dyn(d) => {
             let val = &an.values[*d];
             let root = val.alias_of.unwrap_or(*d);
@@ -411,16 +417,18 @@ fn int_output(
                 "graph output '{name}' of element type {} computed on the device (the device \
                  computes in floating point; integer and boolean outputs must fold to \
                  constants on the host)",
-                val.elem.name()
+                elem.name()
             );
-            return Err(match producer.get(&root).map(|&s| &m.nodes[an.steps[s].node]) {
-                Some(node) => node.unsupported(what),
-                None => Error::Unsupported {
-                    node: format!("output {name}"),
-                    op: "graph output".into(),
-                    what,
+            return Err(
+                match producer.get(&root).map(|&s| &m.nodes[an.steps[s].node]) {
+                    Some(node) => node.unsupported(what),
+                    None => Error::Unsupported {
+                        node: format!("output {name}"),
+                        op: "graph output".into(),
+                        what,
+                    },
                 },
-            });
+            );
         }
     };
     let bytes = t.int_bytes().unwrap_or_default();
@@ -434,7 +442,7 @@ fn int_output(
                 what: format!(
                     "element type {}, {n} byte{} (an odd size: device tensors hold whole 2- or \
                      4-byte elements)",
-                    t.elem.name(),
+                    elem.name(),
                     if n == 1 { "" } else { "s" }
                 ),
             });

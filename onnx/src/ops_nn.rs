@@ -640,7 +640,9 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
         .map(|&(b, e)| (b.max(0) as usize, e.max(0) as usize))
         .collect();
     if let Some(t) = cx.konst(0) {
-        return Ok(Outcome::Folded(vec![pad_host(&t, &spads, &out, &mode, value, n)?]));
+        return Ok(Outcome::Folded(vec![pad_host(
+            &t, &spads, &out, &mode, value, n,
+        )?]));
     }
     if !simple {
         let pm = match mode.as_str() {
