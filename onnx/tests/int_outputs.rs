@@ -88,7 +88,7 @@ fn kernel_tensor(lw: &Lowered, name: &str) -> (DType, Vec<u64>) {
         .iter()
         .find(|t| t.name == name)
         .expect("tensor");
-    (t.dtype, t.shape.iter().map(|&d| d as u64).collect())
+    (t.dtype, t.shape.clone())
 }
 
 fn int8(v: &[i64]) -> HostTensor {
