@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use clap::ValueEnum;
-use nrt_core::io::TensorInfo;
+use nrt_core::io::{Dtype, TensorInfo};
 use nrt_onnx::{Elem, Io, Lowered, NodeInfo, NodeTime, Precision};
 use nrt_sim::engine::{ExecReport, TICKS_PER_SECOND, f16_to_f32};
 use nrt_sim::neff::neff_from_programs_packed;
@@ -58,6 +58,9 @@ pub(crate) struct Imported {
     pub(crate) outputs: Vec<Io>,
     /// The graph outputs with no elements (written by the host).
     pub(crate) empty_outputs: Vec<Io>,
+    /// The graph outputs folded on the host at build time (the program copies them from
+    /// constants).
+    pub(crate) folded_outputs: Vec<String>,
 }
 
 impl Imported {
@@ -70,6 +73,20 @@ impl Imported {
             })
             .cloned()
             .collect()
+    }
+
+    /// Reports the outputs folded at build time.
+    pub(crate) fn folded_field(&self, r: &mut Report) {
+        if !self.folded_outputs.is_empty() {
+            r.field(
+                "folded",
+                format!(
+                    "{}: constants computed on the host at build time; the program copies them \
+                     into the outputs (integer and boolean ones as raw bytes)",
+                    self.folded_outputs.join(", ")
+                ),
+            );
+        }
     }
 
     /// Reports the inputs bound at build time.
@@ -318,13 +335,35 @@ pub(crate) fn load(
             empty.join(", ")
         )));
     }
-    let neff = neff_from_programs_packed(
+    let neff_err =
+        |e: nrt_core::Error| CliError::new(format!("cannot write the NEFF: {}", e.message()));
+    let mut neff = neff_from_programs_packed(
         &name,
         std::slice::from_ref(&lw.program),
         packing == Packing::Gzip,
     )
-    .map_err(|e| CliError::new(format!("cannot write the NEFF: {}", e.message())))?;
-    let (parsed, programs) = parse_neff(path, &neff)?;
+    .map_err(neff_err)?;
+    let (mut parsed, mut programs) = parse_neff(path, &neff)?;
+    if lw.outputs.iter().any(|o| !o.elem.is_float()) {
+        // Integer and boolean outputs: the program's tensor holds their bytes in a 2- or
+        // 4-byte kernel dtype; the NEFF declares their ONNX type and shape (same size).
+        let mut spec = parsed.to_spec();
+        for t in &mut spec.tensors {
+            let Some(o) = lw.outputs.iter().find(|o| o.name == t.name) else {
+                continue;
+            };
+            if let Some(d) = int_dtype(o.elem) {
+                t.dtype = d;
+                t.shape = if o.shape.is_empty() {
+                    vec![1]
+                } else {
+                    o.shape.iter().map(|&d| d as u32).collect()
+                };
+            }
+        }
+        neff = nrt_core::neff::write(&spec).map_err(neff_err)?;
+        (parsed, programs) = parse_neff(path, &neff)?;
+    }
     let given: Vec<&str> = inputs
         .iter()
         .filter_map(|a| a.split_once('=').map(|(n, _)| n))
@@ -345,6 +384,7 @@ pub(crate) fn load(
         inputs: lw.inputs.clone(),
         outputs: lw.outputs.clone(),
         empty_outputs: lw.empty_outputs.clone(),
+        folded_outputs: lw.folded_outputs.clone(),
         nodes: lw.nodes.clone(),
         line: line.clone(),
         lowered_io: (
@@ -364,6 +404,22 @@ pub(crate) fn load(
         },
     };
     Ok((model, imported))
+}
+
+/// The NEFF element type of an integer or boolean graph output (`bool` as `uint8`: NEFFs
+/// have no boolean type); `None` for float types.
+fn int_dtype(elem: Elem) -> Option<Dtype> {
+    Some(match (elem, elem.name()) {
+        (Elem::I64, _) => Dtype::Int64,
+        (Elem::I32, _) => Dtype::Int32,
+        (Elem::Bool, _) | (_, "uint8") => Dtype::Uint8,
+        (_, "int8") => Dtype::Int8,
+        (_, "uint16") => Dtype::Uint16,
+        (_, "int16") => Dtype::Int16,
+        (_, "uint32") => Dtype::Uint32,
+        (_, "uint64") => Dtype::Uint64,
+        _ => return None,
+    })
 }
 
 /// One line: precision, nodes, folding, memory.
@@ -599,6 +655,9 @@ pub(crate) fn output_npy(imp: Option<&Imported>, t: &TensorInfo, bytes: &[u8]) -
             .chunks_exact(4)
             .flat_map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
             .collect();
+    }
+    if io.is_some_and(|o| o.elem == Elem::Bool) && a.descr == "|u1" {
+        a.descr = "|b1".into();
     }
     a
 }

@@ -394,15 +394,26 @@ pub(crate) fn run(a: &RunArgs) -> Result<()> {
     inputs_table(&mut r, &inputs, imported.is_some());
     if let Some(imp) = &imported {
         imp.bound_field(&mut r);
+        imp.folded_field(&mut r);
     }
     r.line("outputs");
     let rows: Vec<Vec<String>> = rr
         .outputs
         .iter()
         .map(|(t, b)| {
+            // NEFFs have no boolean type: a bool graph output is a uint8 tensor.
+            let is_bool = imported.as_ref().is_some_and(|i| {
+                i.outputs
+                    .iter()
+                    .any(|o| o.name == t.name && o.elem == nrt_onnx::Elem::Bool)
+            });
             vec![
                 t.name.clone(),
-                dtype_name(t.dtype).into(),
+                if is_bool {
+                    "bool (uint8)".into()
+                } else {
+                    dtype_name(t.dtype).into()
+                },
                 shape_str(&t.shape),
                 tensors::summary(t.dtype, b, 6),
             ]

@@ -146,23 +146,10 @@ pub(crate) fn analyze(
                 }
             }
             Outcome::Alias(shape, to) => {
-                let src = match env.get(node.inputs.first().map_or("", String::as_str)) {
-                    Some(Val::Dyn(d)) => *d,
-                    _ => return Err(node.invalid("aliases a value that is not computed")),
-                };
-                check_elems(node, &shape)?;
-                let root = an.values[src].alias_of.unwrap_or(src);
-                let elem = to.unwrap_or(an.values[src].elem);
-                if let Some(o) = outs.first() {
-                    an.values.push(DynVal {
-                        name: (*o).clone(),
-                        shape,
-                        elem,
-                        alias_of: Some(root),
-                        input: None,
-                    });
-                    env.insert((*o).clone(), Val::Dyn(an.values.len() - 1));
-                }
+                alias(&mut an, &mut env, node, &outs, shape, to, Vec::new())?;
+            }
+            Outcome::AliasWith(shape, extra) => {
+                alias(&mut an, &mut env, node, &outs, shape, None, extra)?;
             }
             Outcome::Step(kind, operands, shapes_out) => {
                 let elem = step_elem(&an, &kind, &operands);
@@ -208,7 +195,44 @@ pub(crate) fn analyze(
         };
         an.outputs.push((d.name.clone(), v.clone()));
     }
+    // An integer or boolean output must be known at build time (the device computes in
+    // floating point): bind the float inputs it depends on when their values are given, so
+    // that it folds on the host.
+    for (_, v) in &an.outputs {
+        if let Val::Dyn(d) = v
+            && !an.values[*d].elem.is_float()
+            && let Some(name) = upstream_bindable(&an, *d, bindable)
+        {
+            return Ok(Analyzed::Bind(name));
+        }
+    }
     Ok(Analyzed::Done(an))
+}
+
+/// The first graph input value `d` is computed from (through aliases and steps) that
+/// `bindable` says can be bound.
+fn upstream_bindable(an: &Analysis, d: usize, bindable: &dyn Fn(&str) -> bool) -> Option<String> {
+    let mut stack = vec![d];
+    let mut seen = vec![false; an.values.len()];
+    while let Some(v) = stack.pop() {
+        let root = an.values[v].alias_of.unwrap_or(v);
+        if std::mem::replace(&mut seen[root], true) {
+            continue;
+        }
+        if let Some(i) = an.values[root].input {
+            let name = &an.inputs[i].0;
+            if bindable(name) {
+                return Some(name.clone());
+            }
+        }
+        if let Some(s) = an.steps.iter().find(|s| s.outs.contains(&root)) {
+            stack.extend(s.ins.iter().filter_map(|o| match o {
+                Operand::Dyn(x) => Some(*x),
+                Operand::Const(_) => None,
+            }));
+        }
+    }
+    None
 }
 
 /// The element type of a step's outputs: a Cast's target; Pow's base's (ONNX: the output
@@ -247,6 +271,9 @@ fn empty_folded(o: Outcome, elem: &Elem) -> Outcome {
     let empty = |shape: Vec<usize>| empty(*elem, shape);
     match o {
         Outcome::Alias(s, _) if s.contains(&0) => Outcome::Folded(vec![empty(s)]),
+        Outcome::AliasWith(s, extra) if s.contains(&0) => {
+            Outcome::Folded(std::iter::once(empty(s)).chain(extra).collect())
+        }
         Outcome::Step(_, _, shapes)
             if !shapes.is_empty() && shapes.iter().all(|s| s.contains(&0)) =>
         {
@@ -317,4 +344,40 @@ fn resolve_input(d: &crate::graph::ValueDecl, given: Option<&Vec<usize>>) -> Res
             })
             .collect(),
     }
+}
+
+/// A node whose output 0 is a view of its input 0 (`shape`, element type `to` or the
+/// input's); its other outputs are the host values `extra`.
+fn alias(
+    an: &mut Analysis,
+    env: &mut HashMap<String, Val>,
+    node: &Node,
+    outs: &[&String],
+    shape: Vec<usize>,
+    to: Option<Elem>,
+    extra: Vec<HostTensor>,
+) -> Result<()> {
+    for (o, t) in outs.iter().skip(1).zip(extra) {
+        if !o.is_empty() {
+            env.insert((*o).clone(), Val::Const(Arc::new(t)));
+        }
+    }
+    let src = match env.get(node.inputs.first().map_or("", String::as_str)) {
+        Some(Val::Dyn(d)) => *d,
+        _ => return Err(node.invalid("aliases a value that is not computed")),
+    };
+    check_elems(node, &shape)?;
+    let root = an.values[src].alias_of.unwrap_or(src);
+    let elem = to.unwrap_or(an.values[src].elem);
+    if let Some(o) = outs.first() {
+        an.values.push(DynVal {
+            name: (*o).clone(),
+            shape,
+            elem,
+            alias_of: Some(root),
+            input: None,
+        });
+        env.insert((*o).clone(), Val::Dyn(an.values.len() - 1));
+    }
+    Ok(())
 }

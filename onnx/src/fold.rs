@@ -215,9 +215,10 @@ pub(crate) fn reduce(
     let count: usize = axes.iter().map(|&a| t.shape[a]).product();
     match &t.data {
         Data::I(v) => {
+            let (lo, hi) = t.elem.int_range().unwrap_or((i64::MIN, i64::MAX));
             let init = match op {
-                ReduceOp::Max => i64::MIN,
-                ReduceOp::Min => i64::MAX,
+                ReduceOp::Max => lo,
+                ReduceOp::Min => hi,
                 ReduceOp::Sum | ReduceOp::Mean => 0,
             };
             let mut acc = vec![init; n_out];

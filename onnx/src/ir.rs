@@ -229,6 +229,9 @@ pub(crate) enum Outcome {
     /// Its output is a view of input 0 with this shape (and this element type, when it
     /// changes it: a float-to-float Cast, whose values the compute dtype holds).
     Alias(Vec<usize>, Option<Elem>),
+    /// Output 0 is a view of input 0 with this shape (its element type), the other outputs
+    /// are these host values (`Dropout`'s mask at inference).
+    AliasWith(Vec<usize>, Vec<HostTensor>),
 }
 
 impl Ctx<'_> {

@@ -26,7 +26,10 @@ pub enum Precision {
     Bf16,
 }
 
-/// A graph input or output of the built kernel.
+/// A graph input or output of the built kernel. An integer or boolean output is a kernel
+/// tensor of the same byte size holding the ONNX elements' bytes (little-endian, `bool` one
+/// byte): int32 words when the size is a multiple of 4, else fp16 halves (the DMA that
+/// writes it moves bits unchanged); a NEFF describes it with its ONNX type and shape.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Io {
     /// ONNX name (also the kernel tensor's name).
@@ -66,6 +69,10 @@ pub struct Lowered {
     pub outputs: Vec<Io>,
     /// Graph outputs with no elements (not kernel outputs: a runner writes them empty).
     pub empty_outputs: Vec<Io>,
+    /// Graph outputs whose values were folded on the host at build time (in graph order):
+    /// the program copies them from constants into the outputs. Integer and boolean ones
+    /// are copied as raw bytes (see [`Io`]).
+    pub folded_outputs: Vec<String>,
     /// Device steps, in order (with `(inputs)` / `(outputs)` for the conversions and copies
     /// around them when there are any): what [`attribute`](crate::attribute) times.
     pub nodes: Vec<NodeInfo>,
@@ -117,6 +124,8 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let mut claimed: HashMap<usize, usize> = HashMap::new();
     let mut final_copies: Vec<(usize, Val)> = Vec::new();
     let mut empty_outputs = Vec::new();
+    let mut folded_outputs = Vec::new();
+    let mut raw_copies: Vec<(usize, Vec<u8>)> = Vec::new();
     let producer: HashMap<usize, usize> = an
         .steps
         .iter()
@@ -128,6 +137,12 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             Val::Const(t) => (t.shape.clone(), t.elem),
             Val::Dyn(d) => (an.values[*d].shape.clone(), an.values[*d].elem),
         };
+        // A float value (a comparison's 1 / 0) for an output declared integer or boolean
+        // takes the declared type.
+        let elem = match m.outputs.iter().find(|o| &o.name == name) {
+            Some(o) if !o.elem.is_float() => o.elem,
+            _ => elem,
+        };
         if shape.contains(&0) {
             // No elements: written by the host (a kernel tensor cannot be empty).
             empty_outputs.push(Io {
@@ -137,12 +152,22 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
             });
             continue;
         }
+        if let Val::Const(_) = v {
+            folded_outputs.push(name.clone());
+        }
         if !elem.is_float() {
-            return Err(Error::Unsupported {
-                node: format!("output {name}"),
-                op: "graph output".into(),
-                what: format!("element type {} (outputs are float)", elem.name()),
+            let (carrier, bytes) = int_output(m, an, &producer, name, v, elem)?;
+            let t = k
+                .output(name, carrier, &[bytes.len() / carrier.size()])
+                .map_err(kerr)?;
+            raw_copies.push((out_tensors.len(), bytes));
+            outputs.push(Io {
+                name: name.clone(),
+                elem,
+                shape: shape.clone(),
             });
+            out_tensors.push(t);
+            continue;
         }
         let odt = io_dtype(elem);
         let oi = out_tensors.len();
@@ -312,6 +337,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         });
         markers.mark(&mut lw.k)?;
     }
+    let mut any_copy = !final_copies.is_empty();
     for (oi, v) in &final_copies {
         let dst = out_tensors[*oi].view().clone();
         let src = match v {
@@ -321,7 +347,18 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let src = src.reshape(&dst.shape()).map_err(kerr)?;
         nrt_kernel::library::activation::copy(&mut lw.k, &dst, &src).map_err(kerr)?;
     }
-    if !final_copies.is_empty() {
+    for (oi, bytes) in raw_copies {
+        let dst = out_tensors[oi].view().clone();
+        let name = format!("const{}", lw.n_consts);
+        lw.n_consts += 1;
+        lw.weight_bytes += bytes.len() as u64;
+        let c =
+            lw.k.constant(&name, dst.dtype(), &dst.shape(), bytes)
+                .map_err(kerr)?;
+        nrt_kernel::library::activation::copy(&mut lw.k, &dst, c.view()).map_err(kerr)?;
+        any_copy = true;
+    }
+    if any_copy {
         nodes.push(NodeInfo {
             name: "(outputs)".into(),
             op: "Copy".into(),
@@ -333,7 +370,14 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     let io_bytes: usize = inputs
         .iter()
         .chain(&outputs)
-        .map(|t| t.shape.iter().product::<usize>().max(1) * io_dtype(t.elem).size())
+        .map(|t| {
+            let size = if t.elem.is_float() {
+                io_dtype(t.elem).size()
+            } else {
+                t.elem.size()
+            };
+            t.shape.iter().product::<usize>().max(1) * size
+        })
         .sum();
     let scratch_bytes = ((arena.peak + temp_need) * esize) as u64;
     Ok(Lowered {
@@ -341,6 +385,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         inputs,
         outputs,
         empty_outputs,
+        folded_outputs,
         nodes,
         peak_bytes: scratch_bytes + io_bytes as u64 + weight_bytes,
         scratch_bytes,
@@ -350,4 +395,58 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         fused: an.fused,
         bound: Vec::new(),
     })
+}
+
+/// The kernel dtype and bytes of an integer or boolean graph output `name`: its value must
+/// be known at build time (a constant folded on the host), as the device computes in
+/// floating point; its byte size must be even (the device's smallest element is 2 bytes).
+fn int_output(
+    m: &Model,
+    an: &Analysis,
+    producer: &HashMap<usize, usize>,
+    name: &str,
+    v: &Val,
+    elem: Elem,
+) -> Result<(DType, Vec<u8>)> {
+    let t = match v {
+        Val::Const(t) => crate::fold::cast(t, elem),
+        Val::Dyn(d) => {
+            let val = &an.values[*d];
+            let root = val.alias_of.unwrap_or(*d);
+            let what = format!(
+                "graph output '{name}' of element type {} computed on the device (the device \
+                 computes in floating point; integer and boolean outputs must fold to \
+                 constants on the host)",
+                elem.name()
+            );
+            return Err(
+                match producer.get(&root).map(|&s| &m.nodes[an.steps[s].node]) {
+                    Some(node) => node.unsupported(what),
+                    None => Error::Unsupported {
+                        node: format!("output {name}"),
+                        op: "graph output".into(),
+                        what,
+                    },
+                },
+            );
+        }
+    };
+    let bytes = t.int_bytes().unwrap_or_default();
+    let carrier = match bytes.len() {
+        n if n % 4 == 0 => DType::I32,
+        n if n % 2 == 0 => DType::F16,
+        n => {
+            return Err(Error::Unsupported {
+                node: format!("output {name}"),
+                op: "graph output".into(),
+                what: format!(
+                    "element type {}, {n} byte{} (an odd size: device tensors hold whole 2- or \
+                     4-byte elements)",
+                    elem.name(),
+                    if n == 1 { "" } else { "s" }
+                ),
+            });
+        }
+    };
+    Ok((carrier, bytes))
 }

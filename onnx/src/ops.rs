@@ -21,12 +21,8 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let op = n.op.as_str();
     match op {
         "Constant" => constant(cx),
-        "Identity" | "Dropout" => {
-            if op == "Dropout" && n.outputs.get(1).is_some_and(|o| !o.is_empty()) {
-                return Err(n.unsupported("the mask output (inference only)"));
-            }
-            pass(cx)
-        }
+        "Identity" => pass(cx),
+        "Dropout" => dropout(cx),
         "Shape" => {
             let s = cx.shape(0)?;
             let r = s.len() as i64;
@@ -269,6 +265,41 @@ fn pass(cx: &mut Ctx<'_>) -> Result<Outcome> {
     Ok(Outcome::Alias(s, None))
 }
 
+/// `Dropout` at inference (no training mode, or training mode with a ratio of 0, which
+/// drops nothing): the output is the input, the mask (when asked for) all true.
+fn dropout(cx: &mut Ctx<'_>) -> Result<Outcome> {
+    let n = cx.node;
+    let training = cx.opset >= 12
+        && cx.has(2)
+        && cx
+            .need_const(2, "a training_mode computed at run time")?
+            .as_i64()
+            .iter()
+            .any(|&v| v != 0);
+    if training {
+        let ratio = if cx.has(1) {
+            cx.need_scalar(1, "a ratio computed at run time (training mode)")?
+        } else {
+            0.5
+        };
+        if ratio != 0.0 {
+            return Err(n.unsupported(format!(
+                "training mode with ratio {ratio} (random; inference, or a ratio of 0, only)"
+            )));
+        }
+    }
+    if n.outputs.get(1).is_none_or(|o| o.is_empty()) {
+        return pass(cx);
+    }
+    let s = cx.shape(0)?;
+    let count = s.iter().product();
+    let mask = HostTensor::ints(Elem::Bool, s.clone(), vec![1; count]);
+    if let Some(t) = cx.konst(0) {
+        return Ok(Outcome::Folded(vec![(*t).clone(), mask]));
+    }
+    Ok(Outcome::AliasWith(s, vec![mask]))
+}
+
 /// A reshaped view: folded for constants, an alias otherwise.
 fn view(cx: &mut Ctx<'_>, shape: Vec<usize>) -> Result<Outcome> {
     if let Some(t) = cx.konst(0) {
@@ -361,8 +392,17 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
                     |x, y| x / y,
                     |x, y| if y == 0 { 0 } else { x.wrapping_div(y) },
                 ),
+                // The output has the base's type (an integer base: truncated, as NumPy's
+                // astype does).
                 "Pow" => fold::binary(&acc, &b, f64::powf, |x, y| {
                     x.wrapping_pow(y.clamp(0, 63) as u32)
+                })
+                .map(|t| {
+                    if acc.elem.is_float() {
+                        t
+                    } else {
+                        fold::cast(&t, acc.elem)
+                    }
                 }),
                 "Max" => fold::binary(&acc, &b, f64::max, i64::max),
                 "Min" => fold::binary(&acc, &b, f64::min, i64::min),

@@ -639,12 +639,12 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
         .iter()
         .map(|&(b, e)| (b.max(0) as usize, e.max(0) as usize))
         .collect();
+    if let Some(t) = cx.konst(0) {
+        return Ok(Outcome::Folded(vec![pad_host(
+            &t, &spads, &out, &mode, value, n,
+        )?]));
+    }
     if !simple {
-        if cx.konst(0).is_some() {
-            return Err(
-                n.unsupported("edge/reflect/wrap modes or negative pads on a constant input")
-            );
-        }
         let pm = match mode.as_str() {
             "edge" => PadMode::Edge,
             "reflect" => PadMode::Reflect,
@@ -661,46 +661,78 @@ pub(crate) fn pad(cx: &mut Ctx<'_>) -> Result<Outcome> {
             vec![out],
         );
     }
-    if let Some(t) = cx.konst(0) {
-        let total: usize = out.iter().product();
-        let st = fold::strides(&x);
-        let src = t.as_f64();
-        let mut v = Vec::with_capacity(total);
-        let mut idx = vec![0usize; r];
-        for _ in 0..total {
-            let mut off = Some(0usize);
-            for d in 0..r {
-                let i = idx[d] as i64 - pads[d].0 as i64;
-                if i < 0 || i >= x[d] as i64 {
-                    off = None;
-                    break;
-                }
-                off = off.map(|o| o + i as usize * st[d]);
-            }
-            v.push(off.map_or(f64::from(value), |o| src[o]));
-            for d in (0..r).rev() {
-                idx[d] += 1;
-                if idx[d] < out[d] {
-                    break;
-                }
-                idx[d] = 0;
-            }
-        }
-        let res = HostTensor::floats(t.elem, out, v);
-        let res = if t.elem.is_float() {
-            fold::cast(&res, t.elem)
-        } else {
-            HostTensor {
-                data: Data::I(res.as_i64()),
-                ..res
-            }
-        };
-        return Ok(Outcome::Folded(vec![res]));
-    }
     step(
         cx,
         Kind::Pad { pads, value },
         vec![cx.operand(0)?],
         vec![out],
     )
+}
+
+/// `Pad` of a host tensor, exactly (elements moved, not converted): `pads` (begin, end) per
+/// axis, negative ones cropping; `mode` constant (`value`), edge, reflect or wrap (NumPy's
+/// `np.pad` modes, repeating for pads wider than the axis).
+fn pad_host(
+    t: &HostTensor,
+    pads: &[(isize, isize)],
+    out: &[usize],
+    mode: &str,
+    value: f32,
+    n: &crate::graph::Node,
+) -> Result<HostTensor> {
+    let x = &t.shape;
+    let r = x.len();
+    if mode != "constant" && (0..r).any(|d| x[d] == 0 && out[d] > 0) {
+        return Err(n.invalid(format!("{mode} padding of an empty axis ({x:?})")));
+    }
+    let st = fold::strides(x);
+    let total: usize = out.iter().product();
+    let mut order: Vec<Option<usize>> = Vec::with_capacity(total);
+    let mut idx = vec![0usize; r];
+    for _ in 0..total {
+        let mut off = Some(0usize);
+        for d in 0..r {
+            let len = x[d] as isize;
+            let i = idx[d] as isize - pads[d].0;
+            let i = if (0..len).contains(&i) {
+                Some(i)
+            } else {
+                match mode {
+                    "edge" => Some(i.clamp(0, len - 1)),
+                    "wrap" => Some(i.rem_euclid(len)),
+                    "reflect" if len == 1 => Some(0),
+                    "reflect" => {
+                        let p = i.rem_euclid(2 * (len - 1));
+                        Some(if p < len { p } else { 2 * (len - 1) - p })
+                    }
+                    _ => None,
+                }
+            };
+            off = match (off, i) {
+                (Some(o), Some(i)) => Some(o + i as usize * st[d]),
+                _ => None,
+            };
+        }
+        order.push(off);
+        for d in (0..r).rev() {
+            idx[d] += 1;
+            if idx[d] < out[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    let shape = out.to_vec();
+    Ok(match &t.data {
+        Data::F(v) => {
+            let fill = f64::from(value);
+            let res = order.iter().map(|o| o.map_or(fill, |i| v[i])).collect();
+            fold::cast(&HostTensor::floats(t.elem, shape, res), t.elem)
+        }
+        Data::I(v) => {
+            let fill = value as i64;
+            let res = order.iter().map(|o| o.map_or(fill, |i| v[i])).collect();
+            HostTensor::ints(t.elem, shape, res)
+        }
+    })
 }

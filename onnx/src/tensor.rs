@@ -47,6 +47,35 @@ impl Elem {
         matches!(self, Elem::F32 | Elem::F64 | Elem::F16 | Elem::Bf16)
     }
 
+    /// Bytes per element (as ONNX stores it: `bool` one byte).
+    pub fn size(self) -> usize {
+        match self {
+            Elem::F32 | Elem::I32 | Elem::OtherInt(dt::UINT32) => 4,
+            Elem::F64 | Elem::I64 => 8,
+            Elem::F16 | Elem::Bf16 => 2,
+            Elem::Bool | Elem::OtherInt(dt::UINT8 | dt::INT8) => 1,
+            Elem::OtherInt(dt::UINT16 | dt::INT16) => 2,
+            Elem::OtherInt(_) => 8,
+        }
+    }
+
+    /// The smallest and largest value of an integer type as i64 (`bool`: 0 and 1; `uint64`:
+    /// 0 and `i64::MAX`, the values an i64 holds); `None` for float types.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        Some(match self {
+            Elem::Bool => (0, 1),
+            Elem::I32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+            Elem::OtherInt(dt::UINT8) => (0, i64::from(u8::MAX)),
+            Elem::OtherInt(dt::INT8) => (i64::from(i8::MIN), i64::from(i8::MAX)),
+            Elem::OtherInt(dt::UINT16) => (0, i64::from(u16::MAX)),
+            Elem::OtherInt(dt::INT16) => (i64::from(i16::MIN), i64::from(i16::MAX)),
+            Elem::OtherInt(dt::UINT32) => (0, i64::from(u32::MAX)),
+            Elem::I64 => (i64::MIN, i64::MAX),
+            Elem::OtherInt(_) => (0, i64::MAX),
+            _ => return None,
+        })
+    }
+
     /// The ONNX name.
     pub fn name(self) -> &'static str {
         match self {
@@ -137,6 +166,25 @@ impl HostTensor {
             Data::F(v) => v.len(),
             Data::I(v) => v.len(),
         }
+    }
+
+    /// The elements as ONNX stores them, little-endian, for an integer or boolean tensor:
+    /// each value wrapped to the type's width (two's complement, as NumPy's integer
+    /// arithmetic wraps), booleans 0 or 1; floats held for an integer type are truncated
+    /// toward zero first. `None` for float types.
+    pub fn int_bytes(&self) -> Option<Vec<u8>> {
+        self.elem.int_range()?;
+        let size = self.elem.size();
+        let mut out = Vec::with_capacity(self.len() * size);
+        for x in self.as_i64() {
+            let x = if self.elem == Elem::Bool {
+                i64::from(x != 0)
+            } else {
+                x
+            };
+            out.extend_from_slice(&x.to_le_bytes()[..size]);
+        }
+        Some(out)
     }
 
     /// Whether it has no elements.

@@ -303,7 +303,9 @@ fn pow_takes_the_base_type_so_an_integer_base_gives_an_integer_output() {
         .to_string();
     assert_eq!(
         e,
-        "node 'output z' (graph output): unsupported: element type int64 (outputs are float) \
-         (supported operators: docs/ONNX.md, \"Supported operators\")"
+        "node 'Pow_z' (Pow): unsupported: graph output 'z' of element type int64 computed on \
+         the device (the device computes in floating point; integer and boolean outputs must \
+         fold to constants on the host) (supported operators: docs/ONNX.md, \"Supported \
+         operators\")"
     );
 }

@@ -32,16 +32,21 @@ fn unsupported_op_is_one_line_naming_node_op_and_list() {
     );
     // An unsupported output of a supported operator.
     let m = model(
-        vec![node("Dropout", &["x"], &["y", "mask"], vec![])],
-        &[("x", &[4])],
-        &["y", "mask"],
+        vec![node(
+            "MaxPool",
+            &["x"],
+            &["y", "i"],
+            vec![("kernel_shape", A::Is(vec![2, 2]))],
+        )],
+        &[("x", &[1, 1, 4, 4])],
+        &["y", "i"],
         vec![],
         13,
     );
     assert_eq!(
         err(&m),
-        "node 'Dropout_y' (Dropout): unsupported: the mask output (inference only) (supported \
-         operators: docs/ONNX.md, \"Supported operators\")"
+        "node 'MaxPool_y' (MaxPool): unsupported: the Indices output (supported operators: \
+         docs/ONNX.md, \"Supported operators\")"
     );
 }
 
