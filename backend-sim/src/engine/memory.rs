@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use hashbrown::HashMap;
+
 use nrt_core::{Error, err};
 
 /// SBUF partitions per core.
@@ -245,8 +247,8 @@ pub struct Hbm {
     allocated: u64,
     /// Allocation base → rounded size.
     allocs: BTreeMap<u64, u64>,
-    /// Page index → page bytes.
-    pages: BTreeMap<u64, Box<[u8]>>,
+    /// Page index → page bytes (hashed: a DMA descriptor looks its pages up one by one).
+    pages: HashMap<u64, Box<[u8]>>,
 }
 
 impl Hbm {
@@ -256,7 +258,7 @@ impl Hbm {
             capacity,
             allocated: 0,
             allocs: BTreeMap::new(),
-            pages: BTreeMap::new(),
+            pages: HashMap::new(),
         }
     }
 
@@ -315,12 +317,7 @@ impl Hbm {
             .remove(&base)
             .ok_or_else(|| err!(Invalid, "HBM address {base:#x} is not an allocation"))?;
         self.allocated -= len;
-        let first = base / HBM_PAGE_BYTES;
-        let last = (base + len) / HBM_PAGE_BYTES;
-        let doomed: Vec<u64> = self.pages.range(first..last).map(|(k, _)| *k).collect();
-        for k in doomed {
-            self.pages.remove(&k);
-        }
+        self.drop_pages(base / HBM_PAGE_BYTES, (base + len) / HBM_PAGE_BYTES);
         Ok(())
     }
 
@@ -364,16 +361,7 @@ impl Hbm {
         let end = addr.saturating_add(len);
         let first_full = addr.div_ceil(HBM_PAGE_BYTES);
         let last_full = end / HBM_PAGE_BYTES;
-        if first_full < last_full {
-            while let Some(k) = self
-                .pages
-                .range(first_full..last_full)
-                .next()
-                .map(|(k, _)| *k)
-            {
-                self.pages.remove(&k);
-            }
-        }
+        self.drop_pages(first_full, last_full);
         let mut a = addr;
         while a < end {
             let page = a / HBM_PAGE_BYTES;
@@ -385,6 +373,21 @@ impl Hbm {
                 }
             }
             a += n as u64;
+        }
+    }
+
+    /// Drops the materialised pages `first..last` (by key when the range holds fewer pages
+    /// than the map, else by one pass over the map).
+    fn drop_pages(&mut self, first: u64, last: u64) {
+        if first >= last {
+            return;
+        }
+        if last - first <= self.pages.len() as u64 {
+            for k in first..last {
+                self.pages.remove(&k);
+            }
+        } else {
+            self.pages.retain(|&k, _| !(first..last).contains(&k));
         }
     }
 
