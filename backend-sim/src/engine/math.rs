@@ -12,7 +12,7 @@ mod fast;
 mod matmul;
 mod unfused;
 
-pub(crate) use self::matmul::{in_exact_window, in_exact_window_rows, matmul_stationary};
+pub(crate) use self::matmul::{in_exact_window, in_exact_window_rows, matmul_stationary_any_nan};
 use super::isa::ActFunc;
 use super::nan::canon;
 

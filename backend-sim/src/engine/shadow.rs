@@ -61,6 +61,8 @@ struct Group {
 #[derive(Default)]
 struct Cell {
     groups: Vec<Group>,
+    /// In [`Shadow::live`]: the cell held a record at the last retirement or since.
+    listed: bool,
 }
 
 /// Width of a wide cell in SBUF / PSUM, log2 bytes.
@@ -156,6 +158,8 @@ pub(crate) struct Shadow {
     hbm_written: Vec<(u64, u64)>,
     /// Records filed, counting each cell once.
     entries: usize,
+    /// The cells (index + 1) that may hold records: [`Shadow::retire`] visits only these.
+    live: Vec<u32>,
     seq: u64,
 }
 
@@ -183,6 +187,7 @@ impl Shadow {
             hbm: BTreeMap::new(),
             hbm_cache: [(u64::MAX, 0); HBM_CACHE],
             entries: 0,
+            live: Vec::new(),
             seq: 0,
         }
     }
@@ -433,13 +438,22 @@ impl Shadow {
             g.last_read = rec.epoch;
             g.reads.push_back(rec);
         }
+        if !c.listed {
+            c.listed = true;
+            self.live.push(cell);
+        }
         self.entries += 1;
     }
     /// Drops every record whose agent's epoch is at or below `frontier[agent]` (every future
     /// accessor is ordered after it, so it can never be part of a hazard).
     pub(crate) fn retire(&mut self, frontier: &[u32]) {
         let mut entries = 0;
-        for c in &mut self.cells {
+        let cells = &mut self.cells;
+        self.live.retain(|&i| {
+            let Some(c) = (i as usize).checked_sub(1).and_then(|i| cells.get_mut(i)) else {
+                return false;
+            };
+            let before = entries;
             for g in &mut c.groups {
                 let f = frontier.get(g.agent).copied().unwrap_or(0);
                 while g.writes.front().is_some_and(|r| r.epoch <= f) {
@@ -456,7 +470,10 @@ impl Shadow {
                 c.groups
                     .retain(|g| !(g.writes.is_empty() && g.reads.is_empty()));
             }
-        }
+            // A cell left without records drops off the list until its next record.
+            c.listed = entries > before;
+            c.listed
+        });
         self.entries = entries;
     }
 }

@@ -7,8 +7,11 @@ use std::rc::Rc;
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, Bias, Instr, Space};
-use crate::engine::math::{activation, in_exact_window, in_exact_window_rows, matmul_stationary};
+use crate::engine::math::{
+    activation, in_exact_window, in_exact_window_rows, matmul_stationary_any_nan,
+};
 use crate::engine::memory::OnChip;
+use crate::engine::nan::canon;
 
 impl Executor<'_, '_> {
     pub(super) fn complete_seq_ops(&mut self) {
@@ -112,7 +115,9 @@ impl Executor<'_, '_> {
                     c.resize(st.m * n, 0.0);
                 }
                 let c_used = &mut c[..st.m * n];
-                matmul_stationary(&st.data, st.exact, b, mv_exact, ld, c_used, k, st.m, n);
+                // NaN payloads are canonicalised here, as the product is stored (an
+                // accumulation canonicalises its sum anyway).
+                matmul_stationary_any_nan(&st.data, st.exact, b, mv_exact, ld, c_used, k, st.m, n);
                 let off = dst.offset as usize;
                 for (row, p) in c_used
                     .chunks_exact(n)
@@ -123,7 +128,7 @@ impl Executor<'_, '_> {
                         accumulate_row(cell, row);
                     } else {
                         for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
-                            b.copy_from_slice(&v.to_le_bytes());
+                            b.copy_from_slice(&canon(v).to_le_bytes());
                         }
                     }
                 }

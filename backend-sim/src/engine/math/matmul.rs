@@ -50,7 +50,27 @@ fn gemm_eligible(k: usize, m: usize, n: usize) -> bool {
 /// its `k` rows (the engine checks each moving tile once and reuses the answer while its
 /// memory is unchanged).
 #[allow(clippy::too_many_arguments)] // the GEMM's shape, operands, stride and window checks
+#[cfg(test)]
 pub(crate) fn matmul_stationary(
+    a: &[f32],
+    a_exact: bool,
+    b: &[f32],
+    b_exact: bool,
+    ldb: usize,
+    c: &mut [f32],
+    k: usize,
+    m: usize,
+    n: usize,
+) {
+    matmul_stationary_any_nan(a, a_exact, b, b_exact, ldb, c, k, m, n);
+    c.iter_mut().take(m * n).for_each(|x| *x = canon(*x));
+}
+
+/// [`matmul_stationary`] except that a NaN result may carry any payload: the caller
+/// canonicalises as it stores the product (the engine, in its PSUM write, where an
+/// accumulation canonicalises anyway), saving a pass over the tile.
+#[allow(clippy::too_many_arguments)] // the GEMM's shape, operands, stride and window checks
+pub(crate) fn matmul_stationary_any_nan(
     a: &[f32],
     a_exact: bool,
     b: &[f32],
@@ -78,7 +98,6 @@ pub(crate) fn matmul_stationary(
         return;
     }
     if super::unfused::matmul(a, b, ldb, c, k, m, n) {
-        c.iter_mut().for_each(|x| *x = canon(*x));
         return;
     }
     matmul_rule(a, b, ldb, c, k, m, n);
