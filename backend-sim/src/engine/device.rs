@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nrt_core::{Error, err};
 
-use super::exec::{ExecEnv, ExecOptions, ExecReport, run_program};
+use super::exec::{ExecEnv, ExecOptions, ExecReport, HbmWrites, run_program};
 use super::memory::{Hbm, OnChip};
 use super::program::{LoopPlan, Program, TensorKind};
 use crate::Instance;
@@ -59,6 +59,8 @@ pub struct LoadedProgram {
     program: Arc<Program>,
     /// The executor's plan when the program has loops.
     plan: Option<Arc<LoopPlan>>,
+    /// The HBM ranges the program can write (the hazard detector's filter), per tensor.
+    hbm_writes: Arc<HbmWrites>,
     bases: Vec<u64>,
 }
 
@@ -170,11 +172,13 @@ impl Device {
         }
         let serial = self.next_load;
         self.next_load += 1;
+        let plan = program.loop_plan().map(Arc::new);
         Ok(LoadedProgram {
             device: self.id,
             serial,
             core,
-            plan: program.loop_plan().map(Arc::new),
+            hbm_writes: Arc::new(HbmWrites::of(&program, plan.as_deref())),
+            plan,
             program: Arc::new(program),
             bases,
         })
@@ -310,6 +314,7 @@ impl Device {
             program: &lp.program,
             plan: lp.plan.as_deref(),
             bases,
+            hbm_writes: &lp.hbm_writes,
             hbm: &mut self.hbm,
             sbuf: &mut core.sbuf,
             psum: &mut core.psum,

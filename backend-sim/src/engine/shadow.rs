@@ -164,13 +164,9 @@ pub(crate) struct Shadow {
 }
 
 impl Shadow {
-    /// A shadow for a program whose HBM writes all fall in `hbm_writes`.
-    pub(crate) fn new(hbm_writes: Vec<Region>) -> Self {
-        let mut w: Vec<(u64, u64)> = hbm_writes
-            .iter()
-            .filter(|r| r.b1 > r.b0)
-            .map(|r| (r.b0, r.b1))
-            .collect();
+    /// A shadow for a program whose HBM writes all fall in the byte ranges `w`.
+    pub(crate) fn new(mut w: Vec<(u64, u64)>) -> Self {
+        w.retain(|&(b0, b1)| b1 > b0);
         w.sort_unstable();
         let mut hbm_written: Vec<(u64, u64)> = Vec::with_capacity(w.len());
         for (b0, b1) in w {

@@ -8,7 +8,75 @@ use nrt_core::{NrtStatus, err};
 
 use super::report::{Access, Actor, Hazard};
 use super::{Executor, VClock};
-use crate::engine::isa::Footprint;
+use crate::engine::isa::{DmaEndpoint, Footprint, MemKind};
+use crate::engine::program::{LoopPlan, Program};
+
+/// Every HBM byte range a program's descriptors can write (their HBM destinations, widened
+/// by the reach of dynamic terms), per tensor and relative to the tensor's base, sorted and
+/// merged: computed once when the program is loaded, placed at each execution's tensor
+/// addresses by [`HbmWrites::absolute`]. Relative offsets are signed (a dynamic term may reach
+/// before a destination's start); placement clamps to the address space as the executor's
+/// arithmetic does.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HbmWrites(Vec<(u32, i128, i128)>);
+
+impl HbmWrites {
+    /// The write ranges of `program` (with its loop plan's dynamic destinations).
+    pub(crate) fn of(program: &Program, plan: Option<&LoopPlan>) -> Self {
+        let tensor = |e: &DmaEndpoint| match *e {
+            DmaEndpoint::Hbm { tensor, .. } => tensor,
+            DmaEndpoint::Block(b) => b.index,
+            _ => 0,
+        };
+        let mut w: Vec<(u32, i128, i128)> = Vec::new();
+        let mut add = |descs: &[crate::engine::isa::DmaDescriptor], lo: i64, hi: i64| {
+            for d in descs.iter().filter(|d| d.dst.mem() == MemKind::Hbm) {
+                let r = d.dst.region(&[], d.len);
+                let (b0, b1) = (
+                    i128::from(r.b0) + i128::from(lo),
+                    i128::from(r.b1) + i128::from(hi),
+                );
+                if b1 > b0 {
+                    w.push((tensor(&d.dst), b0, b1));
+                }
+            }
+        };
+        add(&program.descriptors, 0, 0);
+        if let Some(plan) = plan {
+            // Destinations dynamic terms move: every place they can reach.
+            for &(first, end, lo, hi) in &plan.dst_spans {
+                let descs = program
+                    .descriptors
+                    .get(first as usize..end as usize)
+                    .unwrap_or(&[]);
+                add(descs, lo, hi);
+            }
+        }
+        w.sort_unstable();
+        let mut merged: Vec<(u32, i128, i128)> = Vec::with_capacity(w.len());
+        for (t, b0, b1) in w {
+            match merged.last_mut() {
+                Some(last) if last.0 == t && b0 <= last.2 => last.2 = last.2.max(b1),
+                _ => merged.push((t, b0, b1)),
+            }
+        }
+        Self(merged)
+    }
+
+    /// The ranges at the tensors' HBM addresses `bases` (a tensor missing from `bases`
+    /// counts from 0), clamped to `[0, u64::MAX]`; empty ones dropped. Unsorted.
+    pub(crate) fn absolute(&self, bases: &[u64]) -> Vec<(u64, u64)> {
+        let clamp = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
+        self.0
+            .iter()
+            .filter_map(|&(t, b0, b1)| {
+                let base = i128::from(bases.get(t as usize).copied().unwrap_or(0));
+                let (a0, a1) = (clamp(base + b0), clamp(base + b1));
+                (a1 > a0).then_some((a0, a1))
+            })
+            .collect()
+    }
+}
 
 impl Executor<'_, '_> {
     pub(super) fn check_and_record(

@@ -55,10 +55,11 @@ pub use report::{
     Access, Actor, Counters, Event, EventKind, ExecOptions, ExecReport, Hazard, Notification, Track,
 };
 
-use super::isa::{DmaShift, EngineId, Instr, LOOP_REGS, MemKind, Region, SemCmp};
+use super::isa::{DmaShift, EngineId, Instr, LOOP_REGS, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::{LoopPlan, Program};
 use super::shadow::Shadow;
+pub(crate) use hazards::HbmWrites;
 
 // ---- internal state -------------------------------------------------------------------------
 
@@ -193,6 +194,8 @@ pub(crate) struct ExecEnv<'a> {
     pub(crate) plan: Option<&'a LoopPlan>,
     /// HBM base address of each program tensor.
     pub(crate) bases: &'a [u64],
+    /// The HBM ranges the program can write, relative to its tensors (from its load).
+    pub(crate) hbm_writes: &'a HbmWrites,
     pub(crate) hbm: &'a mut Hbm,
     pub(crate) sbuf: &'a mut OnChip,
     pub(crate) psum: &'a mut OnChip,
@@ -315,31 +318,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             }
         })
         .collect();
-    let mut hbm_writes: Vec<Region> = env
-        .program
-        .descriptors
-        .iter()
-        .filter(|d| d.dst.mem() == MemKind::Hbm)
-        .map(|d| d.dst.region(env.bases, d.len))
-        .collect();
-    if let Some(plan) = env.plan {
-        // Destinations dynamic terms move: every place they can reach.
-        for &(first, end, lo, hi) in &plan.dst_spans {
-            let descs = env
-                .program
-                .descriptors
-                .get(first as usize..end as usize)
-                .unwrap_or(&[]);
-            for d in descs.iter().filter(|d| d.dst.mem() == MemKind::Hbm) {
-                let r = d.dst.region(env.bases, d.len);
-                hbm_writes.push(Region {
-                    b0: r.b0.saturating_add_signed(lo),
-                    b1: r.b1.saturating_add_signed(hi),
-                    ..r
-                });
-            }
-        }
-    }
+    let hbm_writes = env.hbm_writes.absolute(env.bases);
     let mut m = Executor {
         env,
         opts: *opts,

@@ -157,10 +157,7 @@ pub(crate) fn in_exact_window(v: &[f32]) -> bool {
 /// [`in_exact_window`] of `rows` rows of `n` elements, `ld` apart in `v` (a tile read in
 /// place); `false` when `v` is too short.
 pub(crate) fn in_exact_window_rows(v: &[f32], ld: usize, rows: usize, n: usize) -> bool {
-    (0..rows).all(|r| {
-        v.get(r * ld..r * ld + n)
-            .is_some_and(in_exact_window)
-    })
+    (0..rows).all(|r| v.get(r * ld..r * ld + n).is_some_and(in_exact_window))
 }
 
 /// Whether this build's GEMM accumulates sequentially in k up to [`GEMM_MAX_K`], checked once
