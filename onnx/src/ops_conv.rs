@@ -248,6 +248,15 @@ pub(crate) fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
     step(cx, Kind::Pool(cfg, ext), vec![cx.operand(0)?], vec![out])
 }
 
+/// A transposed convolution's output size along one axis before the pads: `s·(n − 1) + op +
+/// d·(k − 1) + 1` (`n`, `k` ≥ 1; saturating).
+fn full_size(n: usize, k: usize, s: usize, d: usize, op: usize) -> usize {
+    s.saturating_mul(n - 1)
+        .saturating_add(op)
+        .saturating_add(d.saturating_mul(k - 1))
+        .saturating_add(1)
+}
+
 /// ConvTranspose's pads `[begin.., end..]` and the extra output elements at the end of each
 /// axis (an `output_shape` beyond the full output), for `k` spatial dims of sizes `x`, kernel
 /// sizes `ks`, strides `s`, dilations `d`, output paddings `op`.
@@ -291,8 +300,8 @@ fn transpose_pads(
     }
     let (mut p, mut extra) = (vec![0; 2 * k], vec![0; k]);
     for i in 0..k {
-        let want = shape.as_ref().map_or(x[i] * s[i], |v| v[i]);
-        let full = s[i] * (x[i] - 1) + op[i] + (ks[i] - 1) * d[i] + 1;
+        let want = shape.as_ref().map_or(x[i].saturating_mul(s[i]), |v| v[i]);
+        let full = full_size(x[i], ks[i], s[i], d[i], op[i]);
         if want <= full {
             let total = full - want;
             let (b, e) = if auto == "SAME_UPPER" {
@@ -348,7 +357,7 @@ pub(crate) fn conv_transpose(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let o = w.shape[1] * g;
     let mut out = vec![x[0], o];
     for i in 0..k {
-        let full = s[i] * (x[2 + i] - 1) + op[i] + (ks[i] - 1) * d[i] + 1;
+        let full = full_size(x[2 + i], ks[i], s[i], d[i], op[i]);
         let Some(v) = full.checked_sub(p[i] + p[i + k]).filter(|&v| v > 0) else {
             return Err(n.invalid("the pads leave no output"));
         };

@@ -165,7 +165,19 @@ pub fn conv_transpose3d(
         groups: g,
         output_padding: (cfg.output_padding[1], cfg.output_padding[2]),
     };
-    let plans: Vec<Vec<(usize, usize)>> = (0..od).map(|i| cfg.pairs(i, d, kd)).collect();
+    if n == 0 || o == 0 {
+        return Ok(());
+    }
+    // No input channels: every output depth is the bias.
+    let plans: Vec<Vec<(usize, usize)>> = (0..od)
+        .map(|i| {
+            if c == 0 {
+                Vec::new()
+            } else {
+                cfg.pairs(i, d, kd)
+            }
+        })
+        .collect();
     let mmax = plans.iter().map(Vec::len).max().unwrap_or(0);
     let (xsz, wsz) = (n * c * h * wd, c * cog * kh * kw);
     let scratch = if mmax > 0 {

@@ -158,6 +158,9 @@ pub fn pool3d(k: &mut Kernel, y: &View, x: &View, cfg: &Pool3dConfig) -> Result<
         dil: (cfg.dilation[1], cfg.dilation[2]),
     };
     let nc = n * c;
+    if nc == 0 {
+        return Ok(());
+    }
     let xs = x.reshape(&[nc * d, h, w])?;
     let yv = y.reshape(&[nc, od, oh * ow])?;
     let z = k.scratch("pool3d_planes", DType::F32, &[nc, d, oh * ow])?;
