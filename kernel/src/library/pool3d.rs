@@ -17,8 +17,8 @@
 //!    (as many whole depths as fit 128 partitions), each loaded by one DMA of its `KD` rows
 //!    per output depth, one VectorE operation per `kd` over `OH·OW` (in column chunks when a
 //!    partition cannot hold `(KD + 3)·OH·OW` fp32). An average then divides by the window's
-//!    count, rounded once: `KD·KH·KW` when `count_include_pad` holds and no window reaches
-//!    past the explicit padding, else the product of the depth count (a constant of `OD`
+//!    count, rounded once: `KD·KH·KW` when no window reaches past the explicit padding and
+//!    `count_include_pad` holds or there is no padding, else the product of the depth count (a constant of `OD`
 //!    values: the input planes — or input and padding planes — in the window) and the
 //!    `(OH, OW)` count tile of [`pool`](super::pool) (the same sum-pooling of ones).
 //!
@@ -186,7 +186,10 @@ pub fn pool3d(k: &mut Kernel, y: &View, x: &View, cfg: &Pool3dConfig) -> Result<
     let overhang = (od - 1) * cfg.stride[0] + span_d > pd0 + d + pd1 || geo.overhang();
     let divisor = match cfg.kind {
         PoolKind::Max => Divisor::None,
-        PoolKind::Average { count_include_pad } if count_include_pad && !overhang => {
+        // Whole windows (padding counted, or none): every count is KD·KH·KW.
+        PoolKind::Average { count_include_pad }
+            if !overhang && (count_include_pad || cfg.pads == [0; 6]) =>
+        {
             Divisor::Const(cfg.kernel.iter().product::<usize>() as f32)
         }
         PoolKind::Average { count_include_pad } => {
