@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use nrt_kernel::library::conv::Conv2dConfig;
 use nrt_kernel::library::conv_transpose::ConvTransposeConfig;
+use nrt_kernel::library::conv_transpose3d::ConvTranspose3dConfig;
 use nrt_kernel::library::data::PadMode;
 use nrt_kernel::library::lrn::LrnOpts;
 use nrt_kernel::library::pool::{Pool2dConfig, PoolExt};
+use nrt_kernel::library::pool3d::Pool3dConfig;
 use nrt_kernel::library::reduce::ReduceOp;
 use nrt_kernel::{ActFn, AluOp};
 
@@ -68,9 +70,17 @@ pub(crate) enum Kind {
     },
     /// `ins = [x]`.
     Pool(Pool2dConfig, PoolExt),
+    /// `ins = [x]`: rank-5 (3-D) pooling.
+    Pool3d(Pool3dConfig),
     /// `ins = [x]`; weights `[C, O/groups, KH, KW]` and bias constant.
     ConvTranspose {
         cfg: ConvTransposeConfig,
+        w: Arc<HostTensor>,
+        b: Option<Arc<HostTensor>>,
+    },
+    /// `ins = [x]`; weights `[C, O/groups, KD, KH, KW]` and bias constant.
+    ConvTranspose3d {
+        cfg: ConvTranspose3dConfig,
         w: Arc<HostTensor>,
         b: Option<Arc<HostTensor>>,
     },

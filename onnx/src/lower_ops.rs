@@ -4,7 +4,9 @@ use nrt_kernel::library::activation::{self, ActOpts};
 use nrt_kernel::library::elementwise::binary;
 use nrt_kernel::library::matmul::{MatmulOpts, matmul};
 use nrt_kernel::library::reduce::{ReduceOp, reduce_axes};
-use nrt_kernel::library::{conv, conv_transpose, data, lrn, norm, pointwise, pool, softmax};
+use nrt_kernel::library::{
+    conv, conv_transpose, conv_transpose3d, data, lrn, norm, pointwise, pool, pool3d, softmax,
+};
 use nrt_kernel::{ActFn, AluOp, DType, View};
 
 use crate::error::{Error, Result};
@@ -79,6 +81,7 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             }
         }
         Kind::Pool(cfg, ext) => pool::pool2d_ext(&mut lw.k, &out, &x, cfg, ext).map_err(kerr)?,
+        Kind::Pool3d(cfg) => pool3d::pool3d(&mut lw.k, &out, &x, cfg).map_err(kerr)?,
         Kind::GlobalPool(op) => {
             pool::global_pool(&mut lw.k, &out, &x, *op == ReduceOp::Max).map_err(kerr)?
         }
@@ -89,6 +92,15 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
                 None => None,
             };
             conv_transpose::conv_transpose2d(&mut lw.k, &out, &x, &wv, bv.as_ref(), cfg)
+                .map_err(kerr)?;
+        }
+        Kind::ConvTranspose3d { cfg, w, b } => {
+            let wv = lw.konst(w, lw.dt)?;
+            let bv = match b {
+                Some(b) => Some(lw.konst(b, DType::F32)?),
+                None => None,
+            };
+            conv_transpose3d::conv_transpose3d(&mut lw.k, &out, &x, &wv, bv.as_ref(), cfg)
                 .map_err(kerr)?;
         }
         Kind::Lrn(opts) => lrn::lrn(&mut lw.k, &out, &x, opts).map_err(kerr)?,

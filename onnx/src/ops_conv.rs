@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use nrt_kernel::library::conv::Conv2dConfig;
 use nrt_kernel::library::conv_transpose::ConvTransposeConfig;
+use nrt_kernel::library::conv_transpose3d::ConvTranspose3dConfig;
 use nrt_kernel::library::pool::{Pool2dConfig, PoolExt, PoolKind};
+use nrt_kernel::library::pool3d::Pool3dConfig;
 
 use crate::error::Result;
 use crate::graph::Node;
@@ -153,8 +155,11 @@ pub(crate) fn conv(cx: &mut Ctx<'_>) -> Result<Outcome> {
 pub(crate) fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let x = cx.shape(0)?;
-    if x.len() != 4 && x.len() != 3 {
-        return Err(n.unsupported(format!("a rank-{} input (1-D and 2-D pooling)", x.len())));
+    if !(3..=5).contains(&x.len()) {
+        return Err(n.unsupported(format!(
+            "a rank-{} input (1-D, 2-D and 3-D pooling)",
+            x.len()
+        )));
     }
     let k = x.len() - 2;
     let ks = n
@@ -189,6 +194,21 @@ pub(crate) fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
             count_include_pad: n.int("count_include_pad", 0)? != 0,
         }
     };
+    if k == 3 {
+        let cfg = Pool3dConfig {
+            kind,
+            kernel: [ks[0], ks[1], ks[2]],
+            stride: [s[0], s[1], s[2]],
+            dilation: [d[0], d[1], d[2]],
+            pads: [p[0], p[1], p[2], p[3], p[4], p[5]],
+            ceil_mode: ceil,
+        };
+        let o = cfg
+            .output_size([x[2], x[3], x[4]])
+            .map_err(|e| n.invalid(e.message()))?;
+        let out = vec![x[0], x[1], o[0], o[1], o[2]];
+        return step(cx, Kind::Pool3d(cfg), vec![cx.operand(0)?], vec![out]);
+    }
     // 1-D pooling as 2-D with H = 1.
     let (ks2, s2, d2, p4, hw) = if k == 2 {
         (
@@ -228,48 +248,133 @@ pub(crate) fn pool(cx: &mut Ctx<'_>) -> Result<Outcome> {
     step(cx, Kind::Pool(cfg, ext), vec![cx.operand(0)?], vec![out])
 }
 
+/// A transposed convolution's output size along one axis before the pads: `s·(n − 1) + op +
+/// d·(k − 1) + 1` (`n`, `k` ≥ 1; saturating).
+fn full_size(n: usize, k: usize, s: usize, d: usize, op: usize) -> usize {
+    s.saturating_mul(n - 1)
+        .saturating_add(op)
+        .saturating_add(d.saturating_mul(k - 1))
+        .saturating_add(1)
+}
+
+/// ConvTranspose's pads `[begin.., end..]` and the extra output elements at the end of each
+/// axis (an `output_shape` beyond the full output), for `k` spatial dims of sizes `x`, kernel
+/// sizes `ks`, strides `s`, dilations `d`, output paddings `op`.
+///
+/// With `output_shape` (its last `k` values) or `auto_pad` SAME_UPPER / SAME_LOWER (output
+/// `x·s` unless `output_shape` is given), the pads follow the spec's equations: `total =
+/// s·(x − 1) + op + d·(K − 1) + 1 − output`, SAME_UPPER `[total/2, total − total/2]`, otherwise
+/// `[total − total/2, total/2]`; an output larger than the full one (a negative total) is
+/// zeros-plus-bias elements at the end, as the backend tests and onnxruntime have it.
+/// Otherwise `pads` (VALID: none).
+fn transpose_pads(
+    n: &Node,
+    x: &[usize],
+    ks: &[usize],
+    [s, d, op]: [&[usize]; 3],
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let k = x.len();
+    let auto = n.string("auto_pad", "NOTSET")?;
+    let shape = match n.ints("output_shape")? {
+        None => None,
+        Some(v) if v.len() == k || v.len() == k + 2 => Some(dims(&v[v.len() - k..], n)?),
+        Some(v) => {
+            return Err(n.invalid(format!(
+                "'output_shape' has {} values, {k} expected",
+                v.len()
+            )));
+        }
+    };
+    let same = matches!(auto.as_str(), "SAME_UPPER" | "SAME_LOWER");
+    if shape.is_none() && !same {
+        let p = match auto.as_str() {
+            "NOTSET" | "" => match n.ints("pads")? {
+                None => vec![0; 2 * k],
+                Some(v) if v.len() == 2 * k => dims(&v, n)?,
+                Some(_) => return Err(n.invalid("pads has the wrong length")),
+            },
+            "VALID" => vec![0; 2 * k],
+            a => return Err(n.unsupported(format!("auto_pad '{a}'"))),
+        };
+        return Ok((p, vec![0; k]));
+    }
+    let (mut p, mut extra) = (vec![0; 2 * k], vec![0; k]);
+    for i in 0..k {
+        let want = shape.as_ref().map_or(x[i].saturating_mul(s[i]), |v| v[i]);
+        let full = full_size(x[i], ks[i], s[i], d[i], op[i]);
+        if want <= full {
+            let total = full - want;
+            let (b, e) = if auto == "SAME_UPPER" {
+                (total / 2, total - total / 2)
+            } else {
+                (total - total / 2, total / 2)
+            };
+            p[i] = b;
+            p[i + k] = e;
+        } else {
+            extra[i] = want - full;
+        }
+    }
+    Ok((p, extra))
+}
+
 pub(crate) fn conv_transpose(cx: &mut Ctx<'_>) -> Result<Outcome> {
     let n = cx.node;
     let x = cx.shape(0)?;
     let w = cx.need_const(1, "W")?;
-    if x.len() != 4 && x.len() != 3 {
-        return Err(n.unsupported(format!("a rank-{} input (1-D and 2-D)", x.len())));
+    if !(3..=5).contains(&x.len()) {
+        return Err(n.unsupported(format!("a rank-{} input (1-D, 2-D and 3-D)", x.len())));
     }
     if w.shape.len() != x.len() || w.shape[0] != x[1] {
         return Err(n.invalid(format!("W {:?} does not fit the input {x:?}", w.shape)));
     }
-    if n.attr("output_shape").is_some() {
-        return Err(n.unsupported("the output_shape attribute (give pads)"));
-    }
-    if !matches!(
-        n.string("auto_pad", "NOTSET")?.as_str(),
-        "NOTSET" | "" | "VALID"
-    ) {
-        return Err(n.unsupported("auto_pad SAME_UPPER / SAME_LOWER"));
-    }
     let k = x.len() - 2;
+    let ks = w.shape[2..].to_vec();
+    if x[2..].contains(&0) || ks.contains(&0) {
+        return Err(n.invalid("an empty spatial axis or kernel"));
+    }
+    if let Some(v) = n.ints("kernel_shape")? {
+        if dims(&v, n)? != ks {
+            return Err(n.invalid(format!("kernel_shape {v:?} differs from W's {ks:?}")));
+        }
+    }
     let g = n.int("group", 1)?.max(1) as usize;
     let s = spatial(n, "strides", k, 1)?;
     let d = spatial(n, "dilations", k, 1)?;
     let op = spatial(n, "output_padding", k, 0)?;
-    let p = match n.ints("pads")? {
-        Some(v) if v.len() == 2 * k => dims(&v, n)?,
-        Some(_) => return Err(n.invalid("pads has the wrong length")),
-        None => vec![0; 2 * k],
-    };
     if s.contains(&0) || d.contains(&0) {
         return Err(n.invalid("a stride or dilation of 0"));
+    }
+    let (p, extra) = transpose_pads(n, &x[2..], &ks, [&s, &d, &op])?;
+    // The output beyond `output_padding` is output padding too (zeros plus the bias).
+    let op: Vec<usize> = op.iter().zip(&extra).map(|(a, b)| a + b).collect();
+    if (0..k).any(|i| op[i] >= s[i].max(d[i])) {
+        return Err(n.unsupported(
+            "an output_shape more than stride − 1 beyond the full output (output padding past \
+             the stride or dilation)",
+        ));
     }
     let o = w.shape[1] * g;
     let mut out = vec![x[0], o];
     for i in 0..k {
-        let full = s[i] * (x[2 + i] - 1) + op[i] + (w.shape[2 + i] - 1) * d[i] + 1;
+        let full = full_size(x[2 + i], ks[i], s[i], d[i], op[i]);
         let Some(v) = full.checked_sub(p[i] + p[i + k]).filter(|&v| v > 0) else {
             return Err(n.invalid("the pads leave no output"));
         };
         out.push(v);
     }
     let b = conv_bias(n, cx, o)?;
+    let ins = vec![cx.operand(0)?];
+    if k == 3 {
+        let cfg = ConvTranspose3dConfig {
+            stride: [s[0], s[1], s[2]],
+            pads: [p[0], p[1], p[2], p[3], p[4], p[5]],
+            dilation: [d[0], d[1], d[2]],
+            groups: g,
+            output_padding: [op[0], op[1], op[2]],
+        };
+        return step(cx, Kind::ConvTranspose3d { cfg, w, b }, ins, vec![out]);
+    }
     let cfg = if k == 2 {
         ConvTransposeConfig {
             stride: (s[0], s[1]),
@@ -287,12 +392,7 @@ pub(crate) fn conv_transpose(cx: &mut Ctx<'_>) -> Result<Outcome> {
             output_padding: (0, op[0]),
         }
     };
-    step(
-        cx,
-        Kind::ConvTranspose { cfg, w, b },
-        vec![cx.operand(0)?],
-        vec![out],
-    )
+    step(cx, Kind::ConvTranspose { cfg, w, b }, ins, vec![out])
 }
 
 pub(crate) fn batchnorm(cx: &mut Ctx<'_>) -> Result<Outcome> {

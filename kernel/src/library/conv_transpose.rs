@@ -70,49 +70,45 @@ impl ConvTransposeConfig {
         khw: (usize, usize),
     ) -> Result<(usize, usize), Error> {
         let [pt, pl, pb, pr] = self.pads;
-        let one = |n: usize, k: usize, s: usize, d: usize, p0: usize, p1: usize, op: usize| {
-            let span = d.saturating_mul(k.saturating_sub(1));
-            if n == 0 || k == 0 || s == 0 || d == 0 || p0 > span || p1 > span || op >= s.max(d) {
-                return Err(err!(
-                    Invalid,
-                    "{OP}: input {n}, kernel {k}, stride {s}, dilation {d}, pads {p0}/{p1}, \
-                     output_padding {op}: each must be ≥ 1 (output_padding ≥ 0 and below the \
-                     stride or dilation), each pad at most dil·(K − 1) = {span}"
-                ));
-            }
-            let full = s
-                .saturating_mul(n - 1)
-                .saturating_add(op)
-                .saturating_add(span)
-                .saturating_add(1);
-            full.checked_sub(p0 + p1).filter(|&o| o > 0).ok_or_else(|| {
-                err!(
-                    Invalid,
-                    "{OP}: the pads {p0} + {p1} leave no output ({full})"
-                )
-            })
-        };
+        let (s, d, op) = (self.stride, self.dilation, self.output_padding);
         Ok((
-            one(
-                hw.0,
-                khw.0,
-                self.stride.0,
-                self.dilation.0,
-                pt,
-                pb,
-                self.output_padding.0,
-            )?,
-            one(
-                hw.1,
-                khw.1,
-                self.stride.1,
-                self.dilation.1,
-                pl,
-                pr,
-                self.output_padding.1,
-            )?,
+            axis_size(OP, hw.0, [khw.0, s.0, d.0], (pt, pb), op.0)?,
+            axis_size(OP, hw.1, [khw.1, s.1, d.1], (pl, pr), op.1)?,
         ))
     }
+}
+
+/// The output size along one axis of `n` elements for `[kernel, stride, dilation]`, pads
+/// `(begin, end)` and `output_padding` `op`, or an error naming `kernel` for a parameter out
+/// of range (each pad at most `dil·(K − 1)`, `op` below the stride or the dilation) or no
+/// output.
+pub(super) fn axis_size(
+    kernel: &str,
+    n: usize,
+    [k, s, d]: [usize; 3],
+    (p0, p1): (usize, usize),
+    op: usize,
+) -> Result<usize, Error> {
+    let span = d.saturating_mul(k.saturating_sub(1));
+    if n == 0 || k == 0 || s == 0 || d == 0 || p0 > span || p1 > span || op >= s.max(d) {
+        return Err(err!(
+            Invalid,
+            "{kernel}: input {n}, kernel {k}, stride {s}, dilation {d}, pads {p0}/{p1}, \
+             output_padding {op}: each must be ≥ 1 (output_padding ≥ 0 and below the stride or \
+             dilation), each pad at most dil·(K − 1) = {span}"
+        ));
+    }
+    let full = s
+        .saturating_mul(n - 1)
+        .saturating_add(op)
+        .saturating_add(span)
+        .saturating_add(1);
+    full.checked_sub(p0 + p1).filter(|&o| o > 0).ok_or_else(|| {
+        err!(
+            Invalid,
+            "{kernel}: the pads {p0} + {p1} leave no output ({full})"
+        )
+    })
 }
 
 fn dims4(v: &View, role: &str, layout: &str) -> Result<[usize; 4], Error> {

@@ -70,8 +70,9 @@
 //!
 //! * [`attention`] — scaled-dot-product attention, one head or several, optionally causal;
 //! * [`conv`] — 2-D and 1-D convolution (NCHW, OIHW; stride, padding, dilation, groups,
-//!   bias); [`conv_transpose`] — transposed convolution;
+//!   bias); [`conv_transpose`] — transposed convolution, [`conv_transpose3d`] its 3-D form;
 //! * [`pool`] — 2-D and 1-D max and average pooling (dilations, `ceil_mode`), global pools;
+//!   [`pool3d`] — 3-D pooling;
 //! * [`activation`] — element-wise activation functions (`f(x·scale + bias)`, every
 //!   [`ActFn`](crate::ActFn)) and copies (casting when the dtypes differ) of tensors of any
 //!   rank;
@@ -90,6 +91,7 @@ pub mod attention;
 pub mod chnorm;
 pub mod conv;
 pub mod conv_transpose;
+pub mod conv_transpose3d;
 mod conv_weights;
 pub mod data;
 pub mod elementwise;
@@ -101,6 +103,7 @@ pub(crate) mod nary;
 pub mod norm;
 pub mod pointwise;
 pub mod pool;
+pub mod pool3d;
 pub mod reduce;
 pub mod softmax;
 pub mod transpose;

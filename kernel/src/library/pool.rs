@@ -156,61 +156,88 @@ impl Pool2dConfig {
         ext: &PoolExt,
     ) -> Result<(usize, usize), Error> {
         let [pt, pl, pb, pr] = self.pads;
-        let one = |n: usize, k: usize, d: usize, p0: usize, p1: usize, s: usize, axis: &str| {
-            if k == 0 || s == 0 || d == 0 {
-                return Err(err!(
-                    Invalid,
-                    "{OP}: kernel, stride and dilation must be ≥ 1 (axis {axis}: kernel {k}, \
-                     stride {s}, dilation {d})"
-                ));
-            }
-            let span = d.saturating_mul(k - 1).saturating_add(1);
-            if p0 >= span || p1 >= span {
-                return Err(err!(
-                    Invalid,
-                    "{OP}: pads {p0}, {p1} along {axis} must be smaller than the kernel {span} \
-                     (a window would hold only padding)"
-                ));
-            }
-            if n.saturating_add(p0).saturating_add(p1) < span {
-                return Err(err!(
-                    Invalid,
-                    "{OP}: the kernel ({span}) is larger than the padded input ({}) along {axis}",
-                    n + p0 + p1
-                ));
-            }
-            let room = n.saturating_add(p0).saturating_add(p1) - span;
-            let mut o = if ext.ceil_mode {
-                room.div_ceil(s) + 1
-            } else {
-                room / s + 1
-            };
-            if ext.ceil_mode && (o - 1) * s >= n + p0 {
-                o -= 1;
-            }
-            Ok(o)
-        };
         let (dh, dw) = ext.dilation;
+        let c = ext.ceil_mode;
         Ok((
-            one(hw.0, self.kernel.0, dh, pt, pb, self.stride.0, "H")?,
-            one(hw.1, self.kernel.1, dw, pl, pr, self.stride.1, "W")?,
+            axis_size(
+                OP,
+                "H",
+                hw.0,
+                [self.kernel.0, dh, self.stride.0],
+                (pt, pb),
+                c,
+            )?,
+            axis_size(
+                OP,
+                "W",
+                hw.1,
+                [self.kernel.1, dw, self.stride.1],
+                (pl, pr),
+                c,
+            )?,
         ))
     }
 }
 
+/// The output size along one axis of `n` elements for `[kernel, dilation, stride]`, pads
+/// `(begin, end)` and `ceil` mode (see [`PoolExt::ceil_mode`]), or an error naming `op` and
+/// `axis` for a zero parameter, a pad not smaller than the dilated kernel, or a kernel larger
+/// than the padded input.
+pub(super) fn axis_size(
+    op: &str,
+    axis: &str,
+    n: usize,
+    [k, d, s]: [usize; 3],
+    (p0, p1): (usize, usize),
+    ceil: bool,
+) -> Result<usize, Error> {
+    if k == 0 || s == 0 || d == 0 {
+        return Err(err!(
+            Invalid,
+            "{op}: kernel, stride and dilation must be ≥ 1 (axis {axis}: kernel {k}, stride {s}, \
+             dilation {d})"
+        ));
+    }
+    let span = d.saturating_mul(k - 1).saturating_add(1);
+    if p0 >= span || p1 >= span {
+        return Err(err!(
+            Invalid,
+            "{op}: pads {p0}, {p1} along {axis} must be smaller than the kernel {span} (a window \
+             would hold only padding)"
+        ));
+    }
+    let padded = n.saturating_add(p0).saturating_add(p1);
+    if padded < span {
+        return Err(err!(
+            Invalid,
+            "{op}: the kernel ({span}) is larger than the padded input ({padded}) along {axis}"
+        ));
+    }
+    let room = padded - span;
+    let mut o = if ceil {
+        room.div_ceil(s) + 1
+    } else {
+        room / s + 1
+    };
+    if ceil && (o - 1) * s >= n + p0 {
+        o -= 1;
+    }
+    Ok(o)
+}
+
 /// The validated problem.
-struct Geometry {
-    h: usize,
-    w: usize,
-    oh: usize,
-    ow: usize,
-    cfg: Pool2dConfig,
-    dil: (usize, usize),
+pub(super) struct Geometry {
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
+    pub(super) cfg: Pool2dConfig,
+    pub(super) dil: (usize, usize),
 }
 
 impl Geometry {
     /// Rows and columns of the padded tile the output reads.
-    fn padded(&self) -> (usize, usize) {
+    pub(super) fn padded(&self) -> (usize, usize) {
         (
             (self.oh - 1) * self.cfg.stride.0 + self.dil.0 * (self.cfg.kernel.0 - 1) + 1,
             (self.ow - 1) * self.cfg.stride.1 + self.dil.1 * (self.cfg.kernel.1 - 1) + 1,
@@ -218,7 +245,7 @@ impl Geometry {
     }
 
     /// Whether some window reaches past the explicit padding (`ceil_mode`).
-    fn overhang(&self) -> bool {
+    pub(super) fn overhang(&self) -> bool {
         let (hp, wp) = self.padded();
         let [pt, pl, pb, pr] = self.cfg.pads;
         hp > pt + self.h + pb || wp > pl + self.w + pr
@@ -232,7 +259,13 @@ impl Geometry {
     }
 
     /// Folds every tap's window of `src` into `acc` with `op` (the first tap copies).
-    fn fold(&self, k: &mut Kernel, acc: &View, src: &View, op: AluOp) -> Result<(), Error> {
+    pub(super) fn fold(
+        &self,
+        k: &mut Kernel,
+        acc: &View,
+        src: &View,
+        op: AluOp,
+    ) -> Result<(), Error> {
         let (kh, kw) = self.cfg.kernel;
         let (sh, sw) = self.cfg.stride;
         let (dh, dw) = self.dil;
@@ -364,7 +397,12 @@ pub fn build_pool2d(input: [usize; 4], cfg: &Pool2dConfig, dtype: DType) -> Resu
 
 /// The per-position count of input elements (`pad`: of input and explicit padding
 /// elements) in each window: `[parts, OH, OW]` fp32.
-fn counts(k: &mut Kernel, geo: &Geometry, parts: usize, pad: bool) -> Result<Tile, Error> {
+pub(super) fn counts(
+    k: &mut Kernel,
+    geo: &Geometry,
+    parts: usize,
+    pad: bool,
+) -> Result<Tile, Error> {
     let (hp, wp) = geo.padded();
     let (hn, wn) = geo.covered();
     let [pt, pl, pb, pr] = geo.cfg.pads;
