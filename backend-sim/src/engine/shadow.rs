@@ -4,7 +4,7 @@
 //! Memories are split into cells. SBUF and PSUM have two grids: a record of one partition
 //! (every DMA endpoint) is filed in the *narrow* cells `(partition, 16 KiB chunk)` it touches,
 //! a record of several partitions in the *wide* cells `(32-partition quadrant, 2 KiB chunk)`;
-//! a check visits the cells of both grids its footprint touches. HBM cells are 4 KiB. In a
+//! a check visits the cells of both grids its footprint touches. HBM cells are 64 KiB. In a
 //! cell, records are grouped by agent (a sequencer or a DMA queue), writes and reads apart. An
 //! agent's records carry non-decreasing epochs, so in each group the records a checker's
 //! vector clock does *not* cover form a suffix: a check walks each group from the back and
@@ -74,13 +74,10 @@ const NARROW_SHIFT: u32 = 14;
 /// quadrants, so an access of up to 32 partitions files in one row of wide cells and a
 /// full-width one in four.
 const ONCHIP_BLOCK_SHIFT: u32 = 5;
-/// The reference search's HBM bucket, log2 bytes (the order in which a report names the
-/// first of several hazards; see the module docs).
+/// Cell width in HBM, log2 bytes; also the reference search's HBM bucket. (Measured: 4 KiB
+/// and 16 KiB cells scan fewer records per check but file a row in more cells, and were
+/// slower on ResNet-50 and no faster on the BERT layer.)
 const HBM_CELL_SHIFT: u32 = 16;
-/// Cell width in HBM, log2 bytes: HBM records are DMA descriptors, mostly one row of a few
-/// KiB, so 4 KiB cells keep the rows concurrent queues store side by side (each in its own
-/// part of a tensor) out of each other's checks.
-const HBM_INDEX_SHIFT: u32 = 12;
 /// Direct-mapped cache of HBM cell lookups.
 const HBM_CACHE: usize = 64;
 
@@ -242,8 +239,8 @@ impl Shadow {
                 }
             }
             MemKind::Hbm => {
-                let lo = region.b0 >> HBM_INDEX_SHIFT;
-                let hi = (region.b1 - 1) >> HBM_INDEX_SHIFT;
+                let lo = region.b0 >> HBM_CELL_SHIFT;
+                let hi = (region.b1 - 1) >> HBM_CELL_SHIFT;
                 if lo == hi {
                     let (k, i) = self.hbm_cache[(lo as usize) % HBM_CACHE];
                     let i = if k == lo {
@@ -396,8 +393,8 @@ impl Shadow {
                 }
             }
             MemKind::Hbm => {
-                let lo = region.b0 >> HBM_INDEX_SHIFT;
-                let hi = (region.b1 - 1) >> HBM_INDEX_SHIFT;
+                let lo = region.b0 >> HBM_CELL_SHIFT;
+                let hi = (region.b1 - 1) >> HBM_CELL_SHIFT;
                 for key in lo..=hi {
                     let i = self.hbm_cell(key);
                     self.file(i, agent, rec.clone());
