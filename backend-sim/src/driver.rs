@@ -683,6 +683,7 @@ impl SimDriver {
         let opts = engine::ExecOptions {
             max_ticks,
             record_events: reports.records_events(),
+            record_descriptors: reports.records_descriptors(),
             ..Default::default()
         };
         let report = {

@@ -63,11 +63,19 @@ pub enum Reports {
     /// As [`Reports::Counters`], with the event log (instruction slices, waits, DMA
     /// transfers) for a timeline trace ([`engine::trace::chrome_trace_json`]).
     Events = 2,
+    /// As [`Reports::Events`] without one event per DMA descriptor (a trace then has no DMA
+    /// engine tracks): enough for per-node timing, at a fraction of the events.
+    Transfers = 3,
 }
 
 impl Reports {
     /// Whether the engine records the event log.
     pub const fn records_events(self) -> bool {
+        matches!(self, Reports::Events | Reports::Transfers)
+    }
+
+    /// Whether the event log has one event per DMA descriptor.
+    pub const fn records_descriptors(self) -> bool {
         matches!(self, Reports::Events)
     }
 
@@ -75,6 +83,7 @@ impl Reports {
         match v {
             1 => Reports::Counters,
             2 => Reports::Events,
+            3 => Reports::Transfers,
             _ => Reports::Off,
         }
     }

@@ -1,6 +1,7 @@
 //! What a simulated machine keeps of each execution's report ([`Reports`]): nothing by
 //! default, the last report of each physical core when asked — with the event log only for
-//! [`Reports::Events`] — and no stale report after a plumbing-mode execution.
+//! [`Reports::Events`] (and, without its per-descriptor events, [`Reports::Transfers`]) — and
+//! no stale report after a plumbing-mode execution.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 use nrt_core::tensor::{TensorPlacement, TensorSet};
 use nrt_core::{FrameworkType, ModelHandle, Runtime};
-use nrt_sim::engine::{DType, encode_f32, kernels};
+use nrt_sim::engine::{DType, EventKind, encode_f32, kernels};
 use nrt_sim::{Instance, Reports, SimConfig, SimDriver, SimMachine};
 
 type Rt = Runtime<SimDriver>;
@@ -132,6 +133,41 @@ fn events_keep_the_event_log() {
     execute(&rt, h);
     let report = machine.last_report(pncs(&rt, &machine, h)[0]).unwrap();
     assert!(!report.events.is_empty());
+    let descriptors = report
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Descriptor { .. }))
+        .count();
+    assert_eq!(
+        descriptors as u64,
+        report.dma_engines.iter().map(|c| c.instructions).sum::<u64>(),
+        "one event per descriptor"
+    );
+}
+
+/// `Reports::Transfers` keeps the same log without the per-descriptor events: the same
+/// instruction and transfer events, the same ticks.
+#[test]
+fn transfers_keep_the_log_without_descriptors() {
+    let log = |reports| {
+        let (rt, machine) = runtime(Instance::Trn1, reports);
+        let h = rt.load(&add_neff(1), 0, -1).unwrap();
+        execute(&rt, h);
+        machine.last_report(pncs(&rt, &machine, h)[0]).unwrap()
+    };
+    let (full, lean) = (log(Reports::Events), log(Reports::Transfers));
+    assert_eq!(full.ticks, lean.ticks);
+    let kept: Vec<_> = full
+        .events
+        .iter()
+        .filter(|e| !matches!(e.kind, EventKind::Descriptor { .. }))
+        .map(|e| format!("{e:?}"))
+        .collect();
+    let got: Vec<_> = lean.events.iter().map(|e| format!("{e:?}")).collect();
+    assert!(kept.iter().any(|e| e.contains("Transfer")), "{kept:?}");
+    assert!(kept.len() < full.events.len(), "the program moves data by DMA");
+    assert_eq!(got, kept);
+    assert!(Reports::Transfers.records_events() && !Reports::Transfers.records_descriptors());
 }
 
 #[test]

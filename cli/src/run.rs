@@ -367,9 +367,13 @@ pub(crate) fn program_runs_line(runs: u64, executions: u64, programs: u64) -> St
 }
 
 pub(crate) fn run(a: &RunArgs) -> Result<()> {
-    // The simulator keeps each core's last report: counters always, the event log for a trace.
-    let reports = if a.trace.is_some() || crate::onnx::is_onnx(&a.model) {
+    // The simulator keeps each core's last report: counters always, the event log for a trace
+    // (every DMA descriptor too), the log without descriptors for an ONNX model's per-node
+    // timing.
+    let reports = if a.trace.is_some() {
         Reports::Events
+    } else if crate::onnx::is_onnx(&a.model) {
+        Reports::Transfers
     } else {
         Reports::Counters
     };

@@ -69,6 +69,7 @@ fn run(bytes: &[u8]) {
     let opts = ExecOptions {
         max_ticks: 2_000_000,
         record_events: true,
+        record_descriptors: true,
         max_events: 256,
         max_hazards: 4,
     };

@@ -122,16 +122,18 @@ impl Executor<'_, '_> {
         let c = &mut self.report.dma_engines[e];
         c.instructions += 1;
         c.bytes += u64::from(d.len);
-        self.push_event(Event {
-            start,
-            dur: t - start,
-            track: Track::DmaEngine(e as u8),
-            kind: EventKind::Descriptor {
-                queue: (queue % DMA_QUEUES) as u8,
-                desc: idx,
-                bytes: d.len,
-            },
-        });
+        if self.opts.record_descriptors {
+            self.push_event(Event {
+                start,
+                dur: t - start,
+                track: Track::DmaEngine(e as u8),
+                kind: EventKind::Descriptor {
+                    queue: (queue % DMA_QUEUES) as u8,
+                    desc: idx,
+                    bytes: d.len,
+                },
+            });
+        }
         if done {
             let Some(tr) = self.queues[queue].pop_front() else {
                 return;

@@ -19,6 +19,10 @@ pub struct ExecOptions {
     pub max_ticks: u64,
     /// Record the event log (instruction slices, waits, DMA transfers) for traces.
     pub record_events: bool,
+    /// With `record_events`, also record one event per DMA descriptor (the DMA engine tracks
+    /// of a trace). Without it the log keeps instructions, waits and whole transfers — what
+    /// per-node timing reads — and skips the most numerous kind of event.
+    pub record_descriptors: bool,
     /// Most events recorded; later ones are dropped and `events_truncated` is set.
     pub max_events: usize,
     /// Most hazards recorded (the first one is always the error message).
@@ -30,6 +34,7 @@ impl Default for ExecOptions {
         Self {
             max_ticks: 10 * TICKS_PER_SECOND,
             record_events: true,
+            record_descriptors: true,
             max_events: 1 << 20,
             max_hazards: 64,
         }
