@@ -140,7 +140,11 @@ fn events_keep_the_event_log() {
         .count();
     assert_eq!(
         descriptors as u64,
-        report.dma_engines.iter().map(|c| c.instructions).sum::<u64>(),
+        report
+            .dma_engines
+            .iter()
+            .map(|c| c.instructions)
+            .sum::<u64>(),
         "one event per descriptor"
     );
 }
@@ -165,7 +169,10 @@ fn transfers_keep_the_log_without_descriptors() {
         .collect();
     let got: Vec<_> = lean.events.iter().map(|e| format!("{e:?}")).collect();
     assert!(kept.iter().any(|e| e.contains("Transfer")), "{kept:?}");
-    assert!(kept.len() < full.events.len(), "the program moves data by DMA");
+    assert!(
+        kept.len() < full.events.len(),
+        "the program moves data by DMA"
+    );
     assert_eq!(got, kept);
     assert!(Reports::Transfers.records_events() && !Reports::Transfers.records_descriptors());
 }
