@@ -1,7 +1,8 @@
 //! Deterministic math of the format-1.1 operations: the activation functions beyond the five of
 //! format 1.0 (logarithm, error function, sigmoid family, square roots, ...) and `power`.
 //! Everything is built from IEEE-754 `+ − × /`, correctly rounded `sqrt` and
-//! bit manipulation — no platform `libm` — so every machine computes the same bits. Functions
+//! bit manipulation — no platform `libm`; erf and erfc come from the pure-Rust `libm`
+//! crate, built the same way — so every machine computes the same bits. Functions
 //! evaluate in binary64 and the caller rounds once to binary32; the binary64 error (a few
 //! units of 2⁻⁵³ relative) is far below half a binary32 ULP, so each result is within 1 ULP of
 //! the exact value (tested against binary64 references in `tests/engine_act.rs`).
@@ -10,7 +11,6 @@ use super::math::exp_f64;
 
 const LN2_HI: f64 = 6.931_471_803_691_238e-1;
 const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-const FRAC_2_SQRT_PI: f64 = core::f64::consts::FRAC_2_SQRT_PI;
 const FRAC_1_SQRT_2: f64 = core::f64::consts::FRAC_1_SQRT_2;
 
 /// ln x in binary64: `x = m·2^e` with `m ∈ [√½, √2)` (from the bits), then
@@ -64,65 +64,17 @@ pub fn log1p_f64(u: f64) -> f64 {
     log_f64(w) * (u / (w - 1.0))
 }
 
-/// erf x for |x| < 2 by the series `2/√π · e^(−x²) · Σ 2ⁿ x^(2n+1) / (1·3·…·(2n+1))` (all
-/// terms positive; at most 40 terms).
-fn erf_series(x: f64) -> f64 {
-    let x2 = x * x;
-    let mut term = x;
-    let mut sum = x;
-    let mut n = 0.0;
-    for _ in 0..60 {
-        n += 1.0;
-        term *= 2.0 * x2 / (2.0 * n + 1.0);
-        sum += term;
-        if term <= sum * 1e-17 {
-            break;
-        }
-    }
-    FRAC_2_SQRT_PI * exp_f64(-x2) * sum
-}
-
-/// erfc x for x ≥ 2 by Laplace's continued fraction
-/// `e^(−x²)/√π · 1/(x + ½/(x + 1/(x + (3/2)/(x + …))))`, 60 levels evaluated bottom-up.
-fn erfc_fraction(x: f64) -> f64 {
-    if x > 27.5 {
-        return 0.0; // below the smallest binary64 subnormal
-    }
-    let mut f = x;
-    let mut k = 60.0;
-    while k > 0.0 {
-        f = x + (0.5 * k) / f;
-        k -= 1.0;
-    }
-    (FRAC_2_SQRT_PI * 0.5) * exp_f64(-x * x) / f
-}
-
-/// erfc x (relative accuracy in both tails; erfc(−∞) = 2, erfc(∞) = 0).
+/// erfc x with relative accuracy in both tails (erfc(−∞) = 2, erfc(∞) = 0, NaN → NaN):
+/// the `libm` crate's port of FreeBSD's `s_erf.c` (rational approximations on five ranges
+/// of |x| with an `exp` of a split argument; under 1 ULP of binary64), pure Rust with its
+/// architecture-specific paths off, so every host computes the same bits.
 pub fn erfc_f64(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let a = x.abs();
-    let tail = if a < 2.0 {
-        1.0 - erf_series(a)
-    } else {
-        erfc_fraction(a)
-    };
-    if x < 0.0 { 2.0 - tail } else { tail }
+    libm::erfc(x)
 }
 
-/// erf x.
+/// erf x (odd: erf(−0) = −0), from the same source as [`erfc_f64`].
 pub fn erf_f64(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let a = x.abs();
-    let v = if a < 2.0 {
-        erf_series(a)
-    } else {
-        1.0 - erfc_fraction(a)
-    };
-    if x < 0.0 { -v } else { v }
+    libm::erf(x)
 }
 
 /// GELU, exact (erf) form: `x·Φ(x) = ½·x·erfc(−x/√2)`; gelu(−∞) = −0.
@@ -241,6 +193,9 @@ mod tests {
         assert!(rel(erfc_f64(10.0), 2.088_487_583_762_545e-45) < 1e-14);
         assert!(rel(erf_f64(0.5), 0.520_499_877_813_046_5) < 1e-15);
         assert_eq!(erfc_f64(-40.0), 2.0);
+        // Odd, signed zero included.
+        assert_eq!(erf_f64(-0.0).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(erf_f64(0.0).to_bits(), 0);
     }
 
     #[test]
