@@ -425,8 +425,9 @@ fn int_dtype(elem: Elem) -> Option<Dtype> {
 /// One line: precision, nodes, folding, memory.
 fn summary_line(lw: &Lowered, dtype: DtypeArg) -> String {
     format!(
-        "{} compute, {} device node{} ({} folded on the host, {} batch norm{} folded into convolutions), \
-         peak device memory {} (intermediates {} planned, {} without reuse; weights {})",
+        "{} compute, {} device node{} ({} folded on the host, {} batch norm{} folded into convolutions, \
+         {} merged by fusions), peak device memory {} (intermediates {} planned, {} without reuse; \
+         weights {})",
         match dtype {
             DtypeArg::Fp32 => "fp32",
             DtypeArg::Bf16 => "bf16 (fp32 accumulation)",
@@ -436,6 +437,7 @@ fn summary_line(lw: &Lowered, dtype: DtypeArg) -> String {
         lw.folded,
         lw.fused,
         if lw.fused == 1 { "" } else { "s" },
+        lw.merged,
         out::bytes(lw.peak_bytes),
         out::bytes(lw.scratch_bytes),
         out::bytes(lw.unplanned_bytes),

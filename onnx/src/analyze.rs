@@ -41,6 +41,7 @@ pub(crate) fn analyze(
         inputs: Vec::new(),
         folded: 0,
         fused: 0,
+        merged: 0,
         uses: HashMap::new(),
         wanted: Cell::new(None),
     };
@@ -185,6 +186,7 @@ pub(crate) fn analyze(
                     kind,
                     ins: operands,
                     outs: ids,
+                    label: None,
                 });
             }
         }
@@ -206,6 +208,7 @@ pub(crate) fn analyze(
             return Ok(Analyzed::Bind(name));
         }
     }
+    an.merged = crate::fuse::fuse(&mut an, m);
     Ok(Analyzed::Done(an))
 }
 

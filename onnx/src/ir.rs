@@ -90,13 +90,17 @@ pub(crate) enum Kind {
     Where,
     /// `ins = [x]`: mean or max over all dimensions after the second.
     GlobalPool(ReduceOp),
-    /// `ins = [a, b]` (batched, broadcasting); `bias` added after (Gemm's C).
+    /// `ins = [a, b]` (batched, broadcasting); `bias` added after (Gemm's C, or a fused
+    /// `Add`), then `act` applied (a fused activation).
     MatMul {
         a_t: bool,
         bias: Option<Operand>,
+        act: Option<ActFn>,
     },
-    /// `ins = [a, b]`.
+    /// `ins = [a, b]`, or more: folded left to right (Sum, Max, Min).
     Binary(AluOp),
+    /// `ins` (two or more): their sum, divided by their count (Mean).
+    Mean,
     /// `ins = [x]`: `f(x·scale + bias)`.
     Act {
         f: ActFn,
@@ -198,6 +202,9 @@ pub(crate) struct Step {
     pub(crate) ins: Vec<Operand>,
     /// Output values.
     pub(crate) outs: Vec<usize>,
+    /// What the step holds when fusions merged other nodes into it (`fuse.rs`), for the
+    /// per-node table; `None`: the node's own operator.
+    pub(crate) label: Option<String>,
 }
 
 /// The analysis of a model.
@@ -215,6 +222,8 @@ pub(crate) struct Analysis {
     pub(crate) folded: usize,
     /// Batch normalisations folded into convolutions.
     pub(crate) fused: usize,
+    /// Nodes merged into another node's step by `fuse.rs`.
+    pub(crate) merged: usize,
     /// How many times each value name is read (by nodes and as a graph output).
     pub(crate) uses: HashMap<String, usize>,
     /// The device value the failing node needed as a constant (set with the error, so that

@@ -6,6 +6,7 @@
 mod analyze;
 mod error;
 mod fold;
+mod fuse;
 mod graph;
 mod ir;
 mod lower;

@@ -88,6 +88,9 @@ pub struct Lowered {
     pub folded: usize,
     /// Batch normalisations folded into convolutions.
     pub fused: usize,
+    /// Nodes merged into another node's step (bias adds and activations into matmuls, the
+    /// GELU and layer-norm chains into one step each; docs/ONNX.md, "Fusions").
+    pub merged: usize,
     /// Graph inputs bound at build time by [`compile_values`](crate::compile_values): float
     /// inputs an operator needs constant (in the order they were bound), then inputs with no
     /// elements (empty constants). Integer inputs bound by the caller are not listed.
@@ -329,10 +332,10 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         let fused = matches!(&s.kind, Kind::Conv { bn: true, .. });
         nodes.push(NodeInfo {
             name: node.name.clone(),
-            op: if fused {
-                format!("{}+BatchNormalization", node.op)
-            } else {
-                node.op.clone()
+            op: match &s.label {
+                Some(l) => l.clone(),
+                None if fused => format!("{}+BatchNormalization", node.op),
+                None => node.op.clone(),
             },
         });
         markers.mark(&mut lw.k)?;
@@ -393,6 +396,7 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         weight_bytes,
         folded: an.folded,
         fused: an.fused,
+        merged: an.merged,
         bound: Vec::new(),
     })
 }

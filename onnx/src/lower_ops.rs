@@ -2,7 +2,7 @@
 
 use nrt_kernel::library::activation::{self, ActOpts};
 use nrt_kernel::library::elementwise::binary;
-use nrt_kernel::library::matmul::{MatmulOpts, matmul};
+use nrt_kernel::library::matmul::{Epilogue, MatmulOpts, matmul, matmul_fused};
 use nrt_kernel::library::reduce::{ReduceOp, reduce_axes};
 use nrt_kernel::library::{
     conv, conv_transpose, conv_transpose3d, data, lrn, norm, pointwise, pool, pool3d, softmax,
@@ -109,13 +109,13 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             let b = lw.operand(inp(s, 2)?)?;
             pointwise::where_(&mut lw.k, &out, &x, &a, &b).map_err(kerr)?;
         }
-        Kind::MatMul { a_t, bias } => {
+        Kind::MatMul { a_t, bias, act: f } => {
             let b = lw.operand(inp(s, 1)?)?;
-            mm(lw, &out, &x, &b, *a_t)?;
-            if let Some(bias) = bias {
-                let bv = lw.operand(bias)?;
-                bin(lw, &out, &out, &bv, AluOp::Add)?;
-            }
+            let bv = match bias {
+                Some(bias) => Some(lw.operand(bias)?),
+                None => None,
+            };
+            mm(lw, &out, &x, &b, *a_t, bv.as_ref(), *f)?;
         }
         Kind::Binary(op) => {
             // A variadic Sum / Max / Min of one input is that input.
@@ -128,6 +128,20 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
                 let c = lw.operand(o)?;
                 bin(lw, &out, &out, &c, *op)?;
             }
+        }
+        Kind::Mean => {
+            // The sum left to right, then one division by the count (of one input: a copy).
+            let Some(first) = s.ins.get(1) else {
+                return copy(lw, &out, &x);
+            };
+            let b = lw.operand(first)?;
+            bin(lw, &out, &x, &b, AluOp::Add)?;
+            for o in s.ins.iter().skip(2) {
+                let c = lw.operand(o)?;
+                bin(lw, &out, &out, &c, AluOp::Add)?;
+            }
+            let n = lw.scalar(s.ins.len() as f32)?;
+            bin(lw, &out, &out, &n, AluOp::Divide)?;
         }
         Kind::Act { f, scale, bias } => act(lw, &out, &x, *f, *scale, *bias)?,
         Kind::PRelu => {
@@ -479,7 +493,74 @@ fn expand(x: &View, shape: &[usize]) -> Result<View> {
 
 /// `out = a · b`, NumPy matmul semantics (batched, broadcasting); `a_t`: `a` given as
 /// `[K, M]` (2-D only).
-fn mm(lw: &mut Lower<'_>, out: &View, a: &View, b: &View, a_t: bool) -> Result<()> {
+/// `out = act(a · b + bias)` (NumPy matmul semantics; `bias` broadcasting to `out`). A bias
+/// of one value per column and the activation go into the matmul's epilogue when the
+/// product is one matmul (the batch dimensions of `a` fold into its rows); otherwise they
+/// are passes over `out` after it.
+fn mm(
+    lw: &mut Lower<'_>,
+    out: &View,
+    a: &View,
+    b: &View,
+    a_t: bool,
+    bias: Option<&View>,
+    f: Option<ActFn>,
+) -> Result<()> {
+    let nn = out.shape().last().copied().unwrap_or(1);
+    let row_bias = match bias {
+        Some(bv)
+            if bv.shape().iter().product::<usize>() == nn && bv.shape().last() == Some(&nn) =>
+        {
+            Some(rs(bv, &[nn])?)
+        }
+        _ => None,
+    };
+    if bias.is_none() || row_bias.is_some() {
+        let epi = Epilogue {
+            bias: row_bias.as_ref(),
+            act: f,
+        };
+        if mm_with(lw, out, a, b, a_t, Some(&epi))? {
+            return Ok(());
+        }
+    } else {
+        mm_with(lw, out, a, b, a_t, None)?;
+    }
+    if let Some(bv) = bias {
+        bin(lw, out, out, bv, AluOp::Add)?;
+    }
+    if let Some(f) = f {
+        act(lw, out, out, f, 1.0, 0.0)?;
+    }
+    Ok(())
+}
+
+/// One matmul, with the epilogue when there is one: `Ok(true)` when `epi` was applied.
+fn one(
+    lw: &mut Lower<'_>,
+    out: &View,
+    a: &View,
+    b: &View,
+    opts: &MatmulOpts,
+    epi: Option<&Epilogue<'_>>,
+) -> Result<bool> {
+    match epi {
+        Some(e) => matmul_fused(&mut lw.k, out, a, b, opts, e).map_err(kerr)?,
+        None => matmul(&mut lw.k, out, a, b, opts).map_err(kerr)?,
+    }
+    Ok(epi.is_some())
+}
+
+/// `out = a · b`, with `epi` applied when the product is one matmul: whether it was (when
+/// not, the caller applies it).
+fn mm_with(
+    lw: &mut Lower<'_>,
+    out: &View,
+    a: &View,
+    b: &View,
+    a_t: bool,
+    epi: Option<&Epilogue<'_>>,
+) -> Result<bool> {
     let opts = MatmulOpts {
         a_transposed: a_t,
         ..MatmulOpts::default()
@@ -506,11 +587,11 @@ fn mm(lw: &mut Lower<'_>, out: &View, a: &View, b: &View, a_t: bool) -> Result<(
         let av = rs(a, &[rows, kk])?;
         let bv = rs(b, &[kk, nn])?;
         let ov = rs(out, &[rows, nn])?;
-        return matmul(&mut lw.k, &ov, &av, &bv, &opts).map_err(kerr);
+        return one(lw, &ov, &av, &bv, &opts, epi);
     }
     if a_t {
         let ov = rs(out, &[m, nn])?;
-        return matmul(&mut lw.k, &ov, a, b, &opts).map_err(kerr);
+        return one(lw, &ov, a, b, &opts, epi);
     }
     let batch = fold::broadcast(ab, bb)
         .ok_or_else(|| Error::Kernel("batch shapes do not broadcast".into()))?;
@@ -528,5 +609,5 @@ fn mm(lw: &mut Lower<'_>, out: &View, a: &View, b: &View, a_t: bool) -> Result<(
         let y = bv.select(0, ib[i]).map_err(kerr)?;
         matmul(&mut lw.k, &o, &x, &y, &opts).map_err(kerr)?;
     }
-    Ok(())
+    Ok(false)
 }

@@ -486,12 +486,23 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
         "LessOrEqual" => AluOp::LessEqual,
         _ => AluOp::GreaterEqual,
     };
-    // x op scalar-constant as one activation where exact.
-    if count == 2
-        && let (Some(c), Some(_)) = (cx.konst(1).filter(|t| t.len() == 1), cx.dyn_id(0))
-        && cx.shape(0)? == shape
-    {
-        let c = c.as_f64()[0] as f32;
+    // x op scalar-constant as one activation where exact (and scalar-constant + x,
+    // scalar-constant · x: the same, as fp32 addition and multiplication commute). Not Mean,
+    // which divides the sum by the count after.
+    let scalar_at = |i: usize| -> Result<Option<f32>> {
+        let x = 1 - i;
+        Ok(match (cx.konst(i).filter(|t| t.len() == 1), cx.dyn_id(x)) {
+            (Some(c), Some(_)) if cx.shape(x)? == shape => Some(c.as_f64()[0] as f32),
+            _ => None,
+        })
+    };
+    let konst_first = count == 2 && matches!(alu, AluOp::Add | AluOp::Mul) && op != "Mean";
+    let (c, x) = match (count == 2 && op != "Mean", scalar_at(1)?, konst_first) {
+        (true, Some(c), _) => (Some(c), 0),
+        (_, None, true) => (scalar_at(0)?, 1),
+        _ => (None, 0),
+    };
+    if let Some(c) = c {
         let act = match alu {
             AluOp::Add => Some((1.0, c)),
             AluOp::Sub => Some((1.0, -c)),
@@ -506,7 +517,7 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
                     scale,
                     bias,
                 },
-                vec![cx.operand(0)?],
+                vec![cx.operand(x)?],
                 vec![shape],
             );
         }
@@ -517,20 +528,15 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
         .collect::<Result<_>>()?;
     if op == "Mean" {
         // Sum, then divide by the count (one more step over the sum).
-        return step(cx, Kind::Binary(AluOp::Add), ins, vec![shape]).map(|o| mean_of(o, count));
+        return step(cx, Kind::Binary(AluOp::Add), ins, vec![shape]).map(mean_of);
     }
     step(cx, Kind::Binary(alu), ins, vec![shape])
 }
 
-fn mean_of(o: Outcome, count: usize) -> Outcome {
+fn mean_of(o: Outcome) -> Outcome {
     match o {
-        Outcome::Step(Kind::Binary(AluOp::Add), mut ins, shapes) => {
-            ins.push(Operand::Const(Arc::new(HostTensor::floats(
-                Elem::F32,
-                vec![],
-                vec![count as f64],
-            ))));
-            Outcome::Step(Kind::Binary(AluOp::Divide), ins, shapes)
+        Outcome::Step(Kind::Binary(AluOp::Add), ins, shapes) => {
+            Outcome::Step(Kind::Mean, ins, shapes)
         }
         o => o,
     }

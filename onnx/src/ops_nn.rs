@@ -100,6 +100,7 @@ pub(crate) fn eval(cx: &mut Ctx<'_>) -> Result<Outcome> {
                 Kind::MatMul {
                     a_t: false,
                     bias: None,
+                    act: None,
                 },
                 ins,
                 vec![out],
@@ -500,7 +501,11 @@ fn gemm(cx: &mut Ctx<'_>) -> Result<Outcome> {
     };
     step(
         cx,
-        Kind::MatMul { a_t: ta, bias },
+        Kind::MatMul {
+            a_t: ta,
+            bias,
+            act: None,
+        },
         vec![cx.operand(0)?, bo],
         vec![vec![m, nn]],
     )

@@ -38,6 +38,62 @@ fn broadcasting_binary_ops_are_exact() {
 }
 
 #[test]
+fn a_scalar_constant_on_either_side_is_exact() {
+    // `x op c` and `c op x` with a scalar constant become one activation (`x·s + b`); Mean
+    // of two divides their sum by two (it once returned the sum).
+    let x = data(2 * 3, 11);
+    let c = 0.375f32;
+    for (op, first, f) in [
+        ("Add", true, (|x: f32, c: f32| x + c) as fn(f32, f32) -> f32),
+        ("Add", false, |x, c| c + x),
+        ("Mul", true, |x, c| x * c),
+        ("Mul", false, |x, c| c * x),
+        ("Sub", true, |x, c| x - c),
+        ("Sub", false, |x, c| c - x),
+        ("Sum", true, |x, c| x + c),
+        ("Mean", true, |x, c| (x + c) / 2.0),
+        ("Mean", false, |x, c| (c + x) / 2.0),
+    ] {
+        let ins: [&str; 2] = if first { ["x", "c"] } else { ["c", "x"] };
+        let m = model(
+            vec![node(op, &ins, &["y"], vec![])],
+            &[("x", &[2, 3])],
+            &["y"],
+            vec![floats("c", &[], &[c])],
+            13,
+        );
+        let y = run(&m, &[("x", x.clone())]);
+        let want: Vec<f32> = x.iter().map(|&v| f(v, c)).collect();
+        assert_eq!(y[0], want, "{op} {ins:?}");
+    }
+}
+
+#[test]
+fn mean_of_computed_inputs_divides_their_sum() {
+    let (a, b, c) = (data(6, 12), data(6, 13), data(6, 14));
+    let m2 = model(
+        vec![node("Mean", &["a", "b"], &["y"], vec![])],
+        &[("a", &[2, 3]), ("b", &[2, 3])],
+        &["y"],
+        vec![],
+        13,
+    );
+    let y = run(&m2, &[("a", a.clone()), ("b", b.clone())]);
+    let want: Vec<f32> = (0..6).map(|i| (a[i] + b[i]) / 2.0).collect();
+    assert_eq!(y[0], want);
+    let m3 = model(
+        vec![node("Mean", &["a", "b", "c"], &["y"], vec![])],
+        &[("a", &[2, 3]), ("b", &[2, 3]), ("c", &[2, 3])],
+        &["y"],
+        vec![],
+        13,
+    );
+    let y = run(&m3, &[("a", a.clone()), ("b", b.clone()), ("c", c.clone())]);
+    let want: Vec<f32> = (0..6).map(|i| (a[i] + b[i] + c[i]) / 3.0).collect();
+    assert_eq!(y[0], want);
+}
+
+#[test]
 fn variadic_ops_of_one_input_copy_it() {
     // Sum / Max / Min / Mean with a single input are that input (the ONNX backend node tests'
     // `*_one_input` cases; this once indexed a second input that is not there).
