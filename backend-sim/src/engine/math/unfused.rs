@@ -97,25 +97,12 @@ mod x86 {
                 return false;
             };
             let (ap, bp) = &mut *bufs;
-            ap.clear();
-            let mut i0 = 0;
-            while i0 < m {
-                let r = MR.min(m - i0);
-                for row in a.chunks_exact(m).take(k) {
-                    ap.extend_from_slice(&row[i0..i0 + r]);
-                }
-                i0 += r;
-            }
+            pack_stationary(ap, &a[..k * m], k, m);
             let mut j = 0;
             while j < n {
                 let w = if n - j >= 16 { 16 } else { (n - j).min(8) };
                 let width = if w > 8 { 16 } else { 8 };
-                bp.clear();
-                for kk in 0..k {
-                    let row = &b[kk * ldb + j..kk * ldb + j + w];
-                    bp.extend_from_slice(row);
-                    bp.resize(bp.len() + width - w, 0.0);
-                }
+                pack_moving(bp, b, ldb, j, k, w, width);
                 let cj = &mut c[j..];
                 // SAFETY: AVX is present (checked above); `ap` holds `k·m` elements (every
                 // row block, `k·r` each), `bp` holds `k·width`, and `cj` holds at least
@@ -132,6 +119,61 @@ mod x86 {
             }
             true
         })
+    }
+
+    /// `a` (`[k][m]`) as its blocks of [`MR`] rows one after another, each `[k][r]`. Full
+    /// blocks copy fixed-size groups (no call per group); a last partial block element-wise.
+    fn pack_stationary(ap: &mut Vec<f32>, a: &[f32], k: usize, m: usize) {
+        ap.clear();
+        ap.resize(k * m, 0.0);
+        let mut o = 0;
+        let mut i0 = 0;
+        while i0 < m {
+            let r = MR.min(m - i0);
+            let block = &mut ap[o..o + k * r];
+            if r == MR {
+                for (d, row) in block.chunks_exact_mut(MR).zip(a.chunks_exact(m)) {
+                    let s = row.get(i0..i0 + MR).map(<&[f32; MR]>::try_from);
+                    if let (Ok(d), Some(Ok(s))) = (<&mut [f32; MR]>::try_from(d), s) {
+                        *d = *s;
+                    }
+                }
+            } else {
+                for (d, row) in block.chunks_exact_mut(r).zip(a.chunks_exact(m)) {
+                    d.copy_from_slice(&row[i0..i0 + r]);
+                }
+            }
+            o += k * r;
+            i0 += r;
+        }
+    }
+
+    /// Columns `j..j + w` of `b`'s first `k` rows as `[k][width]`, zero-padded to `width`.
+    fn pack_moving(
+        bp: &mut Vec<f32>,
+        b: &[f32],
+        ldb: usize,
+        j: usize,
+        k: usize,
+        w: usize,
+        width: usize,
+    ) {
+        bp.clear();
+        bp.resize(k * width, 0.0);
+        if w == 16 {
+            for (kk, d) in bp.chunks_exact_mut(16).enumerate() {
+                let s = b
+                    .get(kk * ldb + j..kk * ldb + j + 16)
+                    .map(<&[f32; 16]>::try_from);
+                if let (Ok(d), Some(Ok(s))) = (<&mut [f32; 16]>::try_from(d), s) {
+                    *d = *s;
+                }
+            }
+        } else {
+            for (kk, d) in bp.chunks_exact_mut(width).enumerate() {
+                d[..w].copy_from_slice(&b[kk * ldb + j..kk * ldb + j + w]);
+            }
+        }
     }
 
     /// One packed column panel (`8·NV` columns of which the first `w` are stored) over every
