@@ -496,7 +496,9 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
             _ => None,
         })
     };
-    let konst_first = count == 2 && matches!(alu, AluOp::Add | AluOp::Mul) && op != "Mean";
+    // c − x is −1·x + c: the product exact, the sum the subtraction's one rounding.
+    let konst_first =
+        count == 2 && matches!(alu, AluOp::Add | AluOp::Mul | AluOp::Sub) && op != "Mean";
     let (c, x) = match (count == 2 && op != "Mean", scalar_at(1)?, konst_first) {
         (true, Some(c), _) => (Some(c), 0),
         (_, None, true) => (scalar_at(0)?, 1),
@@ -505,8 +507,14 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
     if let Some(c) = c {
         let act = match alu {
             AluOp::Add => Some((1.0, c)),
-            AluOp::Sub => Some((1.0, -c)),
+            AluOp::Sub if x == 0 => Some((1.0, -c)),
+            AluOp::Sub => Some((-1.0, c)),
             AluOp::Mul => Some((c, 0.0)),
+            // x / 2^k is x · 2^−k: the same real number, so the same rounding (both
+            // normal powers of two, the reciprocal exact).
+            AluOp::Divide if x == 0 && pow2_reciprocal(c).is_some() => {
+                pow2_reciprocal(c).map(|r| (r, 0.0))
+            }
             _ => None,
         };
         if let Some((scale, bias)) = act {
@@ -531,6 +539,13 @@ fn binary(cx: &mut Ctx<'_>) -> Result<Outcome> {
         return step(cx, Kind::Binary(AluOp::Add), ins, vec![shape]).map(mean_of);
     }
     step(cx, Kind::Binary(alu), ins, vec![shape])
+}
+
+/// `1/c` when `c` is a power of two whose reciprocal is a normal fp32 (so `x / c` and
+/// `x · (1/c)` are the same real number, rounded once either way).
+fn pow2_reciprocal(c: f32) -> Option<f32> {
+    let r = 1.0 / c;
+    (c.is_normal() && r.is_normal() && c.to_bits() & 0x007F_FFFF == 0).then_some(r)
 }
 
 fn mean_of(o: Outcome) -> Outcome {

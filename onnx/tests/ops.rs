@@ -51,6 +51,7 @@ fn a_scalar_constant_on_either_side_is_exact() {
         ("Sub", true, |x, c| x - c),
         ("Sub", false, |x, c| c - x),
         ("Sum", true, |x, c| x + c),
+        ("Div", true, |x, c| x / c),
         ("Mean", true, |x, c| (x + c) / 2.0),
         ("Mean", false, |x, c| (c + x) / 2.0),
     ] {
