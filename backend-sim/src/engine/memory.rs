@@ -229,9 +229,10 @@ impl OnChip {
             .unwrap_or(&[])
     }
 
-    /// The whole of partition `p`, mutable (the caller marks what it writes with `touch`).
-    pub(crate) fn partition_mut(&mut self, p: usize) -> &mut [u8] {
-        self.mark(p, 0, usize::MAX);
+    /// The whole of partition `p`, mutable, for writes within bytes `[lo, hi)` (numbered
+    /// as written for [`OnChip::generation`]; the caller also marks them with `touch`).
+    pub(crate) fn partition_mut(&mut self, p: usize, lo: usize, hi: usize) -> &mut [u8] {
+        self.mark(p, lo, hi);
         let base = p * self.stride;
         self.bytes
             .get_mut(base..base + self.partition_bytes)

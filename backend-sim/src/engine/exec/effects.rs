@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
-use crate::engine::isa::{AccessPattern, Bias, Instr, Space};
+use crate::engine::isa::{AccessPattern, ActFunc, Bias, Instr, Space};
 use crate::engine::math::{
     activation, in_exact_window, in_exact_window_rows, matmul_stationary_any_nan,
 };
@@ -204,8 +204,25 @@ impl Executor<'_, '_> {
                         (None, Bias::Imm(b)) => b,
                         (None, Bias::PerPartition(_)) => 0.0,
                     };
-                    for u in row.iter_mut() {
-                        *u = activation(func, *u * scale + bv);
+                    // The function chosen once per row: identity and relu (the usual ones)
+                    // as straight loops the compiler vectorises; `activation`'s bits.
+                    match func {
+                        ActFunc::Identity => {
+                            for u in row.iter_mut() {
+                                *u = canon(*u * scale + bv);
+                            }
+                        }
+                        ActFunc::Relu => {
+                            for u in row.iter_mut() {
+                                let t = *u * scale + bv;
+                                *u = canon(if t > 0.0 || t.is_nan() { t } else { 0.0 });
+                            }
+                        }
+                        _ => {
+                            for u in row.iter_mut() {
+                                *u = activation(func, *u * scale + bv);
+                            }
+                        }
                     }
                 }
                 scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
@@ -397,12 +414,12 @@ pub(super) fn scatter_f32(m: &mut OnChip, ap: &AccessPattern, vals: &[f32]) {
     let f = ap.free_elems() as usize;
     let es = ap.dtype.size();
     let dt = ap.dtype;
-    let (_, hi) = ap.byte_range();
+    let (lo, hi) = ap.byte_range();
     let contiguous = ap.is_contiguous();
     for (pi, row) in vals.chunks_exact(f.max(1)).enumerate() {
         let p = usize::from(ap.start_partition) + pi;
         m.touch(p, hi.max(0) as usize);
-        let part = m.partition_mut(p);
+        let part = m.partition_mut(p, lo.max(0) as usize, hi.max(0) as usize);
         if contiguous {
             let off = ap.offset as usize;
             if let Some(dst) = part.get_mut(off..off + f * es) {
@@ -451,11 +468,11 @@ pub(super) fn scatter_i32(m: &mut OnChip, ap: &AccessPattern, vals: &[i32]) {
     let f = ap.free_elems() as usize;
     let es = ap.dtype.size();
     let dt = ap.dtype;
-    let (_, hi) = ap.byte_range();
+    let (lo, hi) = ap.byte_range();
     for (pi, row) in vals.chunks_exact(f.max(1)).enumerate() {
         let p = usize::from(ap.start_partition) + pi;
         m.touch(p, hi.max(0) as usize);
-        let part = m.partition_mut(p);
+        let part = m.partition_mut(p, lo.max(0) as usize, hi.max(0) as usize);
         ap.for_each_offset(|i, o| {
             if let (Some(&v), Some(dst)) = (row.get(i), part.get_mut(o..o + es)) {
                 store_i32(dt, v, dst);

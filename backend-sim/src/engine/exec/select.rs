@@ -176,11 +176,11 @@ fn gather_bits(m: &OnChip, ap: &AccessPattern, out: &mut Vec<u32>) {
 fn scatter_bits(m: &mut OnChip, ap: &AccessPattern, vals: &[u32]) {
     let f = ap.free_elems() as usize;
     let es = ap.dtype.size();
-    let (_, hi) = ap.byte_range();
+    let (lo, hi) = ap.byte_range();
     for (pi, row) in vals.chunks_exact(f.max(1)).enumerate() {
         let p = usize::from(ap.start_partition) + pi;
         m.touch(p, hi.max(0) as usize);
-        let part = m.partition_mut(p);
+        let part = m.partition_mut(p, lo.max(0) as usize, hi.max(0) as usize);
         ap.for_each_offset(|i, o| {
             if let (Some(&v), Some(d)) = (row.get(i), part.get_mut(o..o + es)) {
                 let b = v.to_le_bytes();
