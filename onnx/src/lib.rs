@@ -13,6 +13,7 @@ mod lower;
 mod lower_ctx;
 mod lower_ops;
 mod ops;
+mod ops_binary;
 mod ops_conv;
 mod ops_nn;
 mod plan;
