@@ -124,7 +124,7 @@ mod x86 {
     /// `a` (`[k][m]`) as its blocks of [`MR`] rows one after another, each `[k][r]`. Full
     /// blocks copy fixed-size groups (no call per group); a last partial block element-wise.
     fn pack_stationary(ap: &mut Vec<f32>, a: &[f32], k: usize, m: usize) {
-        ap.clear();
+        // Every element is written below: only a grown buffer is filled first.
         ap.resize(k * m, 0.0);
         let mut o = 0;
         let mut i0 = 0;
@@ -158,7 +158,8 @@ mod x86 {
         w: usize,
         width: usize,
     ) {
-        bp.clear();
+        // Every element is written below (a partial panel's padding as zeros): only a grown
+        // buffer is filled first.
         bp.resize(k * width, 0.0);
         if w == 16 {
             for (kk, d) in bp.chunks_exact_mut(16).enumerate() {
@@ -171,7 +172,9 @@ mod x86 {
             }
         } else {
             for (kk, d) in bp.chunks_exact_mut(width).enumerate() {
-                d[..w].copy_from_slice(&b[kk * ldb + j..kk * ldb + j + w]);
+                let (head, pad) = d.split_at_mut(w);
+                head.copy_from_slice(&b[kk * ldb + j..kk * ldb + j + w]);
+                pad.fill(0.0);
             }
         }
     }
