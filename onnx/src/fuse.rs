@@ -3,7 +3,8 @@
 //! * **GELU**: the chain exporters write for the exact GELU, `x·0.5·(1 + erf(x/√2))` (a
 //!   `Div` by √2 or a `Mul` by 1/√2, `Erf`, `Add` 1, and the two products in either order),
 //!   becomes one ScalarE activation (`ActFn::GeluErf`, evaluated once in binary64 and
-//!   rounded once instead of five fp32 roundings).
+//!   rounded once instead of five fp32 roundings); likewise GPT-2's tanh approximation,
+//!   `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` (8 nodes), becomes `ActFn::Gelu`.
 //! * **LayerNorm**: the chain PyTorch exports for `nn.LayerNorm` before opset 17
 //!   (`ReduceMean`, `Sub`, `Pow` 2 (or `Mul` by itself), `ReduceMean`, `Add` ε, `Sqrt`, `Div`,
 //!   `Mul` γ, `Add` β, over the last axis) becomes the kernel library's layer norm.
@@ -218,43 +219,82 @@ fn replace(steps: &mut [Option<Step>], gone: &[usize], s: Step) {
 fn gelu(an: &Analysis, steps: &mut [Option<Step>], uses: &Uses, i: usize) -> Option<usize> {
     let last = steps.get(i)?.as_ref()?;
     let y = out1(steps, i)?;
-    // The `1 + erf(x/√2)` factor: Add 1 ← Erf ← (Div √2 | Mul 1/√2) ← x.
-    let one_plus = |p: usize| -> Option<(usize, [usize; 3])> {
+    // The `1 + erf(x/√2)` factor: Add 1 ← Erf ← (Div √2 | Mul 1/√2) ← x; or the tanh form's
+    // `1 + tanh(√(2/π)·(x + 0.044715·x³))`: Add 1 ← Tanh ← Mul √(2/π) ← Add(x, Mul 0.044715
+    // ← Pow(x, 3)). Gives x, the function, and the chain's steps.
+    let one_plus = |p: usize| -> Option<(usize, ActFn, Vec<usize>)> {
         let (add, e) = act_of(steps, uses, p, |f, s, b| {
             f == ActFn::Identity && s == 1.0 && b == 1.0
         })?;
-        let (erf, u) = act_of(steps, uses, e, |f, s, b| {
+        if let Some((erf, u)) = act_of(steps, uses, e, |f, s, b| {
             f == ActFn::Erf && s == 1.0 && b == 0.0
+        }) {
+            let up = (*uses.producer.get(u)?)?;
+            let us = steps[up].as_ref()?;
+            let x = match (&us.kind, us.ins.as_slice()) {
+                (Kind::Binary(AluOp::Divide), [x, c])
+                    if near(scalar(c)?, std::f64::consts::SQRT_2) =>
+                {
+                    dyn_of(x)?
+                }
+                (
+                    Kind::Act {
+                        f: ActFn::Identity,
+                        scale,
+                        bias,
+                    },
+                    [x],
+                ) if *bias == 0.0 && near(f64::from(*scale), std::f64::consts::FRAC_1_SQRT_2) => {
+                    dyn_of(x)?
+                }
+                _ => return None,
+            };
+            return uses
+                .private(u, 1)
+                .then(|| (x, ActFn::GeluErf, vec![up, erf, add]));
+        }
+        let (tanh, s) = act_of(steps, uses, e, |f, s, b| {
+            f == ActFn::Tanh && s == 1.0 && b == 0.0
         })?;
-        let up = (*uses.producer.get(u)?)?;
-        let us = steps[up].as_ref()?;
-        let x = match (&us.kind, us.ins.as_slice()) {
-            (Kind::Binary(AluOp::Divide), [x, c]) if near(scalar(c)?, std::f64::consts::SQRT_2) => {
-                dyn_of(x)?
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        let (ks, inner) = act_of(steps, uses, s, |f, s, b| {
+            f == ActFn::Identity && b == 0.0 && near(f64::from(s), k)
+        })?;
+        let (sum, ins) = binary_of(steps, uses, inner, AluOp::Add, 1)?;
+        let [a, b] = ins else { return None };
+        let (a, b) = (dyn_of(a)?, dyn_of(b)?);
+        // One operand is x, the other 0.044715·x³ of that same x.
+        let cube_of = |m: usize| -> Option<(usize, [usize; 2])> {
+            let (cs, x3) = act_of(steps, uses, m, |f, s, b| {
+                f == ActFn::Identity && b == 0.0 && near(f64::from(s), 0.044_715)
+            })?;
+            let pp = (*uses.producer.get(x3)?)?;
+            let ps = steps[pp].as_ref()?;
+            match (&ps.kind, ps.ins.as_slice()) {
+                (Kind::Binary(AluOp::Power), [x, c])
+                    if scalar(c)? == 3.0 && uses.private(x3, 1) =>
+                {
+                    Some((dyn_of(x)?, [pp, cs]))
+                }
+                _ => None,
             }
-            (
-                Kind::Act {
-                    f: ActFn::Identity,
-                    scale,
-                    bias,
-                },
-                [x],
-            ) if *bias == 0.0 && near(f64::from(*scale), std::f64::consts::FRAC_1_SQRT_2) => {
-                dyn_of(x)?
-            }
+        };
+        let (x, [pow, cs]) = match (cube_of(b), cube_of(a)) {
+            (Some((x, c)), _) if x == a => (x, c),
+            (_, Some((x, c))) if x == b => (x, c),
             _ => return None,
         };
-        uses.private(u, 1).then_some((x, [up, erf, add]))
+        Some((x, ActFn::Gelu, vec![pow, cs, sum, ks, tanh, add]))
     };
     let half = |f: ActFn, s: f32, b: f32| f == ActFn::Identity && s == 0.5 && b == 0.0;
-    let (x, chain) = match (&last.kind, last.ins.as_slice()) {
+    let (x, f, chain) = match (&last.kind, last.ins.as_slice()) {
         // (x · (1 + erf)) · 0.5
         (Kind::Act { f, scale, bias }, [q]) if half(*f, *scale, *bias) => {
             let q = dyn_of(q)?;
             let (mul, ins) = binary_of(steps, uses, q, AluOp::Mul, 1)?;
             let [a, b] = ins else { return None };
             let (a, b) = (dyn_of(a)?, dyn_of(b)?);
-            let ((x, c), other_x) = match (one_plus(b), one_plus(a)) {
+            let ((x, f, mut c), other_x) = match (one_plus(b), one_plus(a)) {
                 (Some(r), _) => (r, a),
                 (None, Some(r)) => (r, b),
                 _ => return None,
@@ -262,15 +302,17 @@ fn gelu(an: &Analysis, steps: &mut [Option<Step>], uses: &Uses, i: usize) -> Opt
             if other_x != x {
                 return None;
             }
-            (x, vec![c[0], c[1], c[2], mul, i])
+            c.extend([mul, i]);
+            (x, f, c)
         }
         // (x · 0.5) · (1 + erf)
         (Kind::Binary(AluOp::Mul), [a, b]) => {
             let (a, b) = (dyn_of(a)?, dyn_of(b)?);
-            let try_pair = |h: usize, p: usize| -> Option<(usize, Vec<usize>)> {
+            let try_pair = |h: usize, p: usize| -> Option<(usize, ActFn, Vec<usize>)> {
                 let (hs, hx) = act_of(steps, uses, h, half)?;
-                let (x, c) = one_plus(p)?;
-                (hx == x).then(|| (x, vec![hs, c[0], c[1], c[2], i]))
+                let (x, f, mut c) = one_plus(p)?;
+                c.extend([hs, i]);
+                (hx == x).then_some((x, f, c))
             };
             try_pair(a, b).or_else(|| try_pair(b, a))?
         }
@@ -286,16 +328,20 @@ fn gelu(an: &Analysis, steps: &mut [Option<Step>], uses: &Uses, i: usize) -> Opt
     let s = Step {
         node,
         kind: Kind::Act {
-            f: ActFn::GeluErf,
+            f,
             scale: 1.0,
             bias: 0.0,
         },
         ins: vec![Operand::Dyn(x)],
         outs: vec![y],
-        label: Some("Gelu (5 nodes)".into()),
+        label: Some(match f {
+            ActFn::GeluErf => format!("Gelu ({} nodes)", chain.len()),
+            _ => format!("Gelu tanh ({} nodes)", chain.len()),
+        }),
     };
+    let merged = chain.len() - 1;
     replace(steps, &chain, s);
-    Some(4)
+    Some(merged)
 }
 
 /// The decomposed layer norm ending at step `i` (the `Add` of β): returns the nodes merged.

@@ -345,3 +345,57 @@ fn a_layer_norm_chain_over_another_axis_is_left_alone() {
     assert_eq!(lw.nodes.len(), 9);
     assert_eq!(lw.merged, 0);
 }
+
+/// GPT-2's `gelu_new` as exported: `(x · 0.5) · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`.
+fn gelu_tanh_chain(extra: &[&str]) -> Vec<u8> {
+    let mut outs = vec!["y"];
+    outs.extend_from_slice(extra);
+    model(
+        vec![
+            node("Pow", &["x", "three"], &["x3"], vec![]),
+            node("Mul", &["x3", "c"], &["m"], vec![]),
+            node("Add", &["x", "m"], &["inner"], vec![]),
+            node("Mul", &["inner", "k"], &["s"], vec![]),
+            node("Tanh", &["s"], &["t"], vec![]),
+            node("Add", &["t", "one"], &["p"], vec![]),
+            node("Mul", &["x", "half"], &["h"], vec![]),
+            node("Mul", &["h", "p"], &["y"], vec![]),
+        ],
+        &[("x", &[4, 96])],
+        &outs,
+        vec![
+            floats("three", &[], &[3.0]),
+            floats("c", &[], &[0.044_715]),
+            floats("k", &[], &[(2.0f64 / std::f64::consts::PI).sqrt() as f32]),
+            floats("one", &[], &[1.0]),
+            floats("half", &[], &[0.5]),
+        ],
+        13,
+    )
+}
+
+#[test]
+fn the_tanh_gelu_chain_is_one_activation() {
+    let fused = gelu_tanh_chain(&[]);
+    let lw = compile(&fused);
+    assert_eq!(rows(&lw), [row("Pow_x3", "Gelu tanh (8 nodes)")]);
+    assert_eq!(lw.merged, 7);
+    // Against the chain left apart (its tanh also a graph output).
+    let apart = gelu_tanh_chain(&["t"]);
+    assert_eq!(compile(&apart).nodes.len(), 8);
+    let x = gelu_input();
+    let a = run(&fused, &[("x", x.clone())]);
+    let b = run(&apart, &[("x", x.clone())]);
+    let want: Vec<f64> = b[0].iter().map(|&v| f64::from(v)).collect();
+    close(&a[0], &want, 2e-6);
+    // The tanh form against its definition in binary64.
+    let def: Vec<f64> = x
+        .iter()
+        .map(|&v| {
+            let v = f64::from(v);
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (v + 0.044_715 * v * v * v);
+            0.5 * v * (1.0 + u.tanh())
+        })
+        .collect();
+    close(&a[0], &def, 1e-6);
+}
