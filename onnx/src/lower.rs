@@ -135,7 +135,22 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
         .enumerate()
         .flat_map(|(i, s)| s.outs.iter().map(move |&o| (o, i)))
         .collect();
+    let mut seen = std::collections::HashSet::new();
     for (name, v) in &an.outputs {
+        // Kernel (and NEFF) tensors are named once each.
+        if !seen.insert(name.as_str()) {
+            return Err(Error::Invalid(format!("graph output '{name}' is listed twice")));
+        }
+        if an.inputs.iter().any(|(n, _, _)| n == name) {
+            return Err(Error::Unsupported {
+                node: format!("output {name}"),
+                op: "graph output".into(),
+                what: "a graph output that is a graph input itself (a NEFF names each tensor \
+                       once; read the input, or give the output its own name with an Identity \
+                       node)"
+                    .into(),
+            });
+        }
         let (shape, elem) = match v {
             Val::Const(t) => (t.shape.clone(), t.elem),
             Val::Dyn(d) => (an.values[*d].shape.clone(), an.values[*d].elem),

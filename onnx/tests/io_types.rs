@@ -309,3 +309,38 @@ fn pow_takes_the_base_type_so_an_integer_base_gives_an_integer_output() {
          operators\")"
     );
 }
+
+#[test]
+fn an_output_that_is_an_input_or_listed_twice_is_refused_by_name() {
+    let compile_err = |bytes: Vec<u8>| -> String {
+        let m = nrt_onnx::import(&bytes).unwrap();
+        match nrt_onnx::compile(&m, &HashMap::new(), Precision::Fp32) {
+            Ok(_) => panic!("compiled"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let passthrough = model(
+        vec![node("Relu", &["x"], &["y"], vec![])],
+        &[("x", &[2, 3])],
+        &["y", "x"],
+        vec![],
+        13,
+    );
+    assert_eq!(
+        compile_err(passthrough),
+        "node 'output x' (graph output): unsupported: a graph output that is a graph input \
+         itself (a NEFF names each tensor once; read the input, or give the output its own \
+         name with an Identity node) (supported operators: docs/ONNX.md, \"Supported operators\")"
+    );
+    let twice = model(
+        vec![node("Relu", &["x"], &["y"], vec![])],
+        &[("x", &[2, 3])],
+        &["y", "y"],
+        vec![],
+        13,
+    );
+    assert_eq!(
+        compile_err(twice),
+        "invalid model: graph output 'y' is listed twice"
+    );
+}
