@@ -139,7 +139,9 @@ pub(crate) fn lower(m: &Model, an: &Analysis, prec: Precision) -> Result<Lowered
     for (name, v) in &an.outputs {
         // Kernel (and NEFF) tensors are named once each.
         if !seen.insert(name.as_str()) {
-            return Err(Error::Invalid(format!("graph output '{name}' is listed twice")));
+            return Err(Error::Invalid(format!(
+                "graph output '{name}' is listed twice"
+            )));
         }
         if an.inputs.iter().any(|(n, _, _)| n == name) {
             return Err(Error::Unsupported {
