@@ -139,6 +139,26 @@ fn row_vector(o: &Operand, n: usize) -> Option<Arc<HostTensor>> {
     Some(Arc::new(c))
 }
 
+/// The two operands of a step as `(device value, constant row vector of n)`, in either
+/// order (`n` from the device value's last dimension when `None`).
+fn value_and_row(
+    an: &Analysis,
+    ins: &[Operand],
+    n: Option<usize>,
+) -> Option<(usize, Arc<HostTensor>)> {
+    let [a, b] = ins else { return None };
+    let (d, c) = match (dyn_of(a), dyn_of(b)) {
+        (Some(d), None) => (d, b),
+        (None, Some(d)) => (d, a),
+        _ => return None,
+    };
+    let n = match n {
+        Some(n) => n,
+        None => *an.values.get(d)?.shape.last()?,
+    };
+    Some((d, row_vector(c, n)?))
+}
+
 /// Applies every fusion; returns how many nodes were merged into other steps.
 pub(crate) fn fuse(an: &mut Analysis, m: &Model) -> usize {
     let mut steps: Vec<Option<Step>> = std::mem::take(&mut an.steps)
@@ -353,23 +373,9 @@ fn layer_norm(an: &Analysis, steps: &mut [Option<Step>], uses: &Uses, i: usize) 
     };
     let cols = *an.values.get(out)?.shape.last()?;
     // Add β ← Mul γ ← Div ← (Sub, Sqrt ← Add ε ← ReduceMean ← Pow 2 ← Sub).
-    let (g, beta) = match last.ins.as_slice() {
-        [a, b] => match (dyn_of(a), dyn_of(b)) {
-            (Some(g), None) => (g, row_vector(b, cols)?),
-            (None, Some(g)) => (g, row_vector(a, cols)?),
-            _ => return None,
-        },
-        _ => return None,
-    };
+    let (g, beta) = value_and_row(an, &last.ins, Some(cols))?;
     let (mul, ins) = binary_of(steps, uses, g, AluOp::Mul, 1)?;
-    let (y, gamma) = match ins {
-        [a, b] => match (dyn_of(a), dyn_of(b)) {
-            (Some(y), None) => (y, row_vector(b, cols)?),
-            (None, Some(y)) => (y, row_vector(a, cols)?),
-            _ => return None,
-        },
-        _ => return None,
-    };
+    let (y, gamma) = value_and_row(an, ins, Some(cols))?;
     let (div, ins) = binary_of(steps, uses, y, AluOp::Divide, 1)?;
     let [d, std] = ins else { return None };
     let (d, std) = (dyn_of(d)?, dyn_of(std)?);
@@ -459,15 +465,8 @@ fn epilogue(an: &Analysis, m: &Model, steps: &mut [Option<Step>], uses: &Uses, i
         Act(ActFn, String),
     }
     let (a, what) = match (&s.kind, s.ins.as_slice()) {
-        (Kind::Binary(AluOp::Add), [x, y]) => {
-            let Some(av) = dyn_of(x).or(dyn_of(y)) else {
-                return false;
-            };
-            let Some(n) = an.values.get(av).and_then(|v| v.shape.last().copied()) else {
-                return false;
-            };
-            let c = if dyn_of(x).is_some() { y } else { x };
-            let Some(b) = row_vector(c, n) else {
+        (Kind::Binary(AluOp::Add), ins) => {
+            let Some((av, b)) = value_and_row(an, ins, None) else {
                 return false;
             };
             (av, Add::Bias(b))

@@ -118,30 +118,14 @@ pub(crate) fn step(lw: &mut Lower<'_>, s: &Step) -> Result<()> {
             mm(lw, &out, &x, &b, *a_t, bv.as_ref(), *f)?;
         }
         Kind::Binary(op) => {
-            // A variadic Sum / Max / Min of one input is that input.
-            let Some(first) = s.ins.get(1) else {
-                return copy(lw, &out, &x);
-            };
-            let b = lw.operand(first)?;
-            bin(lw, &out, &x, &b, *op)?;
-            for o in s.ins.iter().skip(2) {
-                let c = lw.operand(o)?;
-                bin(lw, &out, &out, &c, *op)?;
-            }
+            variadic(lw, s, &out, &x, *op)?;
         }
         Kind::Mean => {
-            // The sum left to right, then one division by the count (of one input: a copy).
-            let Some(first) = s.ins.get(1) else {
-                return copy(lw, &out, &x);
-            };
-            let b = lw.operand(first)?;
-            bin(lw, &out, &x, &b, AluOp::Add)?;
-            for o in s.ins.iter().skip(2) {
-                let c = lw.operand(o)?;
-                bin(lw, &out, &out, &c, AluOp::Add)?;
+            // The sum left to right, then one division by the count.
+            if variadic(lw, s, &out, &x, AluOp::Add)? {
+                let n = lw.scalar(s.ins.len() as f32)?;
+                bin(lw, &out, &out, &n, AluOp::Divide)?;
             }
-            let n = lw.scalar(s.ins.len() as f32)?;
-            bin(lw, &out, &out, &n, AluOp::Divide)?;
         }
         Kind::Act { f, scale, bias } => act(lw, &out, &x, *f, *scale, *bias)?,
         Kind::PRelu => {
@@ -491,12 +475,26 @@ fn expand(x: &View, shape: &[usize]) -> Result<View> {
     Ok(v)
 }
 
-/// `out = a · b`, NumPy matmul semantics (batched, broadcasting); `a_t`: `a` given as
-/// `[K, M]` (2-D only).
-/// `out = act(a · b + bias)` (NumPy matmul semantics; `bias` broadcasting to `out`). A bias
-/// of one value per column and the activation go into the matmul's epilogue when the
-/// product is one matmul (the batch dimensions of `a` fold into its rows); otherwise they
-/// are passes over `out` after it.
+/// `out = x op ins[1] op ins[2] …`, left to right; a variadic op of one input (Sum, Max,
+/// Min, Mean) is that input, copied. Whether there was more than one input.
+fn variadic(lw: &mut Lower<'_>, s: &Step, out: &View, x: &View, op: AluOp) -> Result<bool> {
+    let Some(first) = s.ins.get(1) else {
+        copy(lw, out, x)?;
+        return Ok(false);
+    };
+    let b = lw.operand(first)?;
+    bin(lw, out, x, &b, op)?;
+    for o in s.ins.iter().skip(2) {
+        let c = lw.operand(o)?;
+        bin(lw, out, out, &c, op)?;
+    }
+    Ok(true)
+}
+
+/// `out = act(a · b + bias)`, NumPy matmul semantics (batched, broadcasting; `a_t`: `a`
+/// given as `[K, M]`, 2-D only; `bias` broadcasting to `out`). A bias of one value per
+/// column and the activation go into the matmul's epilogue when the product is one matmul
+/// (the batch dimensions of `a` fold into its rows); otherwise they are passes over `out`.
 fn mm(
     lw: &mut Lower<'_>,
     out: &View,
@@ -515,16 +513,13 @@ fn mm(
         }
         _ => None,
     };
-    if bias.is_none() || row_bias.is_some() {
-        let epi = Epilogue {
-            bias: row_bias.as_ref(),
-            act: f,
-        };
-        if mm_with(lw, out, a, b, a_t, Some(&epi))? {
-            return Ok(());
-        }
-    } else {
-        mm_with(lw, out, a, b, a_t, None)?;
+    // No epilogue when the bias is not one value per column: then both are passes.
+    let epi = (bias.is_none() || row_bias.is_some()).then_some(Epilogue {
+        bias: row_bias.as_ref(),
+        act: f,
+    });
+    if mm_with(lw, out, a, b, a_t, epi.as_ref())? {
+        return Ok(());
     }
     if let Some(bv) = bias {
         bin(lw, out, out, bv, AluOp::Add)?;
