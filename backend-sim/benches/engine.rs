@@ -70,9 +70,9 @@ fn matmul_bench() {
     }
 }
 
-/// `dt` Bf16: operands every product of which is exact in fp32, so the engine takes the `gemm`
-/// crate's kernel; F32: full 24-bit significands, so it takes the rule's own unfused kernel
-/// (`engine/math/unfused.rs`).
+/// `dt` Bf16: operands every product of which is exact in fp32; F32: full 24-bit significands.
+/// Both take the `gemm` crate's kernel where the CPU has FMA (the rule is a fused
+/// multiply-add per step, `docs/SIM_ISA.md`, "Numerics").
 fn matmul_bench_dtype(dt: DType) {
     println!("## Functional matmul ({dt} in, fp32 out) vs numpy fp32 matmul, single thread");
     let quiet = ExecOptions {

@@ -62,7 +62,7 @@
 //! let report = machine.last_report(pnc).unwrap();
 //! assert!(report.ticks > 0 && report.events.is_empty()); // counters only, no event log
 //! ```
-#![deny(unsafe_code)] // two exceptions: engine/math/fast.rs (the GEMM call), engine/math/unfused.rs (SIMD)
+#![deny(unsafe_code)] // two exceptions: engine/math/fast.rs (the GEMM call), engine/math/fused.rs (SIMD)
 
 mod driver;
 pub mod engine;

@@ -92,7 +92,7 @@ fn mlp_reference() -> (Vec<usize>, Vec<f32>) {
         for b in 0..batch {
             let mut acc = 0f32;
             for k in 0..d_in {
-                acc += w1[k * hidden + j] * x[k * batch + b];
+                acc = w1[k * hidden + j].mul_add(x[k * batch + b], acc);
             }
             h[j * batch + b] = round_through(dt, (acc + b1[j]).max(0.0));
         }
@@ -102,7 +102,7 @@ fn mlp_reference() -> (Vec<usize>, Vec<f32>) {
         for b in 0..batch {
             let mut acc = 0f32;
             for k in 0..hidden {
-                acc += w2[k * d_out + o] * h[k * batch + b];
+                acc = w2[k * d_out + o].mul_add(h[k * batch + b], acc);
             }
             y[o * batch + b] = round_through(dt, acc + b2[o]);
         }
@@ -209,7 +209,8 @@ fn matmul_example_is_bit_exact_against_the_tiled_reference() {
     let (rs, rhs) = tensor(&s, "rhs", dt);
     let (k, m, n) = (ls[0], ls[1], rs[1]);
     assert_eq!(rs[0], k);
-    // out[i, j] = Σ_tiles (Σ_{k in tile} lhs_t[k, i]·rhs[k, j]), each tile from +0.0.
+    // out[i, j] = Σ_tiles (Σ_{k in tile} lhs_t[k, i]·rhs[k, j]), each tile a chain of fused
+    // multiply-adds from +0.0.
     let mut want = vec![0f32; m * n];
     for i in 0..m {
         for j in 0..n {
@@ -217,7 +218,7 @@ fn matmul_example_is_bit_exact_against_the_tiled_reference() {
             for (t, k0) in (0..k).step_by(128).enumerate() {
                 let mut tile = 0f32;
                 for kk in k0..(k0 + 128).min(k) {
-                    tile += lhs_t[kk * m + i] * rhs[kk * n + j];
+                    tile = lhs_t[kk * m + i].mul_add(rhs[kk * n + j], tile);
                 }
                 total = if t == 0 { tile } else { total + tile };
             }

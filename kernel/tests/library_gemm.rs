@@ -18,13 +18,13 @@ fn data(n: usize, seed: u64) -> Vec<f32> {
     (0..n).map(|_| rng.unit() * 2.0).collect()
 }
 
-/// The matmul's order: per K tile of 128 a sum from +0 of rounded products, tiles in order.
+/// The matmul's order: per K tile of 128 a chain of fused multiply-adds from +0, tiles in order.
 fn dot(a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32, kd: usize) -> f32 {
     let mut acc = 0f32;
     for t0 in (0..kd).step_by(128) {
         let mut s = 0f32;
         for i in t0..kd.min(t0 + 128) {
-            s += a(i) * b(i);
+            s = a(i).mul_add(b(i), s);
         }
         acc = if t0 == 0 { s } else { acc + s };
     }

@@ -1,7 +1,7 @@
 //! `library::matmul` and `library::transpose` against plain references: odd sizes (M 1, 129,
 //! 300; K 1, 130; N 1, 513), every input/output dtype combination (fp32 → fp32, bf16 → fp32,
 //! bf16 → bf16, fp16 → fp32, fp16 → fp16), `a` as `[M, K]` and as `aᵀ`; bit-exact (the
-//! reduction order is fixed: products rounded, K-tile sums from +0 in increasing k, tile sums
+//! reduction order is fixed: one fused multiply-add per step, K-tile sums from +0 in increasing k, tile sums
 //! added in order, one rounding to the output dtype), under both schedules; every run
 //! hazard-free. Speed: the resident schedule keeps the DMA engines busy, stays within 1.8×
 //! the time the bytes need at the core's DMA bandwidth, overlaps TensorE with DMA and beats
@@ -25,7 +25,7 @@ fn reference(a: &[f32], b: &[f32], m: usize, kd: usize, n: usize, out: DType) ->
             for k0 in (0..kd).step_by(128) {
                 let mut s = 0.0f32;
                 for l in k0..kd.min(k0 + 128) {
-                    s = canon(s + canon(a[i * kd + l] * b[l * n + j]));
+                    s = canon(a[i * kd + l].mul_add(b[l * n + j], s));
                 }
                 acc = Some(acc.map_or(s, |x| canon(x + s)));
             }

@@ -8,7 +8,7 @@
 //! Bounds: everything here is bit-exact. Data movement keeps the bits it moves (NaN payloads
 //! included); conversions are one RNE rounding per step (int32: nearest even, saturating,
 //! NaN → 0); arithmetic is one fp32 rounding per operation with the canonical NaN; the matmul
-//! order is fixed (products rounded, summed from +0 in increasing k, then added to PSUM). Data
+//! order is fixed (fused multiply-adds from +0 in increasing k, then added to PSUM). Data
 //! has NaN, ±∞, ±0, subnormals and the extremes sprinkled in; every program runs with no
 //! hazards (`common::run` asserts it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -349,15 +349,15 @@ fn memset_and_iota() {
     }
 }
 
-/// `acc[m, n] = Σ_k st[k, m]·mv[k, n]` as the ISA documents it: products rounded to fp32,
-/// summed from +0 in increasing k (one rounding each).
+/// `acc[m, n] = Σ_k st[k, m]·mv[k, n]` as the ISA documents it: a chain of fused
+/// multiply-adds from +0 in increasing k (one rounding each).
 fn mm_tile(st: &[f32], mv: &[f32], kk: usize, m: usize, n: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; m * n];
     for i in 0..m {
         for j in 0..n {
             let mut s = 0.0f32;
             for l in 0..kk {
-                s = canon(s + canon(st[l * m + i] * mv[l * n + j]));
+                s = canon(st[l * m + i].mul_add(mv[l * n + j], s));
             }
             out[i * n + j] = s;
         }

@@ -49,7 +49,7 @@ fn reference_output() -> Vec<f32> {
         for b in 0..batch {
             let mut acc = 0f32;
             for k in 0..d_in {
-                acc += w1[k * hidden + j] * x[k * batch + b];
+                acc = w1[k * hidden + j].mul_add(x[k * batch + b], acc);
             }
             h[j * batch + b] = engine::round_through(dt, (acc + b1[j]).max(0.0));
         }
@@ -59,7 +59,7 @@ fn reference_output() -> Vec<f32> {
         for b in 0..batch {
             let mut acc = 0f32;
             for k in 0..hidden {
-                acc += w2[k * d_out + o] * h[k * batch + b];
+                acc = w2[k * d_out + o].mul_add(h[k * batch + b], acc);
             }
             y[o * batch + b] = engine::round_through(dt, acc + b2[o]);
         }

@@ -1,18 +1,18 @@
 //! Deterministic arithmetic: activation functions built only from IEEE-754 `+ - * /` (no
 //! platform `libm`, so every machine computes the same bits), the elementwise ALU rules, the
-//! canonical NaN, and the TensorE matmul kernel (a fast GEMM for the tiles where it provably
-//! gives the rule's bits on every CPU, with or without FMA; an unfused vectorised kernel or a
-//! scalar loop for the others).
+//! canonical NaN, and the TensorE matmul kernel (one fused multiply-add per step, in a fixed
+//! order: a fast GEMM where the CPU has FMA, a vectorised kernel or a scalar loop otherwise —
+//! the same bits on every CPU).
 //!
 //! Everything here assumes the default floating-point environment (round to nearest even,
 //! gradual underflow), which Rust requires, and relies on Rust never contracting `a * b + c`
-//! into a fused multiply-add.
+//! into a fused multiply-add: where a rule fuses, it says so with `mul_add`.
 
 mod fast;
+mod fused;
 mod matmul;
-mod unfused;
 
-pub(crate) use self::matmul::{in_exact_window, in_exact_window_rows, matmul_stationary_any_nan};
+pub(crate) use self::matmul::matmul_stationary_any_nan;
 use super::isa::ActFunc;
 use super::nan::canon;
 

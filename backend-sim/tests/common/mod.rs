@@ -60,8 +60,8 @@ pub fn run(
     (decoded, report)
 }
 
-/// The simulator's matmul order: per 128-row K tile a sequential fp32 sum from +0.0, tile
-/// sums accumulated in increasing order, one rounding to `out`.
+/// The simulator's matmul order: per 128-row K tile a sequential fp32 sum of fused
+/// multiply-adds from +0.0, tile sums accumulated in increasing order, one rounding to `out`.
 pub fn ref_matmul(
     lhs_t: &[f32],
     rhs: &[f32],
@@ -77,7 +77,7 @@ pub fn ref_matmul(
             for (kt, k0) in (0..k).step_by(128).enumerate() {
                 let mut part = 0f32;
                 for kk in k0..(k0 + 128).min(k) {
-                    part += lhs_t[kk * m + i] * rhs[kk * n + j];
+                    part = lhs_t[kk * m + i].mul_add(rhs[kk * n + j], part);
                 }
                 acc = if kt == 0 { part } else { acc + part };
             }

@@ -7,9 +7,7 @@ use std::rc::Rc;
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, ActFunc, Bias, Instr, Space};
-use crate::engine::math::{
-    activation, in_exact_window, in_exact_window_rows, matmul_stationary_any_nan,
-};
+use crate::engine::math::{activation, matmul_stationary_any_nan};
 use crate::engine::memory::OnChip;
 use crate::engine::nan::canon;
 
@@ -53,7 +51,6 @@ impl Executor<'_, '_> {
                 self.stationary = Some(Rc::new(Stationary {
                     k: usize::from(src.partitions),
                     m: src.free_elems() as usize,
-                    exact: in_exact_window(&data),
                     data,
                 }));
             }
@@ -79,35 +76,13 @@ impl Executor<'_, '_> {
                     None
                 };
                 let ld = direct.map_or(moving_row_stride(n), |(_, ld)| ld);
-                // The moving tile's window check only matters with an exact stationary (the
-                // GEMM path needs both); it is made once per tile, when first needed.
-                let cached = match self.mm_moving_key {
-                    Some((ap, g, l, exact)) if ap == moving && g == generation && l == ld => {
-                        Some(exact)
-                    }
-                    _ => None,
-                };
-                if cached.is_none() && direct.is_none() {
+                // A gathered tile is kept while its memory and stride are unchanged.
+                let cached = self.mm_moving_key == Some((moving, generation, ld));
+                if !cached && direct.is_none() {
                     gather_rows_f32(src, &moving, &mut mv, ld);
+                    self.mm_moving_key = Some((moving, generation, ld));
                 }
                 let b: &[f32] = direct.map_or(&mv, |(v, _)| v);
-                let mv_exact = match cached.flatten() {
-                    Some(e) => e,
-                    None if st.exact => {
-                        let e = match direct {
-                            Some(_) => in_exact_window_rows(b, ld, k, n),
-                            None => in_exact_window(b),
-                        };
-                        self.mm_moving_key = Some((moving, generation, ld, Some(e)));
-                        e
-                    }
-                    None => {
-                        if cached.is_none() {
-                            self.mm_moving_key = Some((moving, generation, ld, None));
-                        }
-                        false
-                    }
-                };
                 // Every element of the product is written (β = 0), so the buffer is reused
                 // without clearing.
                 let mut c = std::mem::take(&mut self.mm_out);
@@ -117,7 +92,7 @@ impl Executor<'_, '_> {
                 let c_used = &mut c[..st.m * n];
                 // NaN payloads are canonicalised here, as the product is stored (an
                 // accumulation canonicalises its sum anyway).
-                matmul_stationary_any_nan(&st.data, st.exact, b, mv_exact, ld, c_used, k, st.m, n);
+                matmul_stationary_any_nan(&st.data, b, ld, c_used, k, st.m, n);
                 let off = dst.offset as usize;
                 for (row, p) in c_used
                     .chunks_exact(n)

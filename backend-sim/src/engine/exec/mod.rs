@@ -79,9 +79,6 @@ struct Stationary {
     k: usize,
     m: usize,
     data: Vec<f32>,
-    /// `math::in_exact_window(&data)`, checked once at the load rather than at every
-    /// `MultiplyMoving` that reuses it.
-    exact: bool,
 }
 
 struct Pending {
@@ -255,11 +252,9 @@ struct Executor<'a, 'e> {
     mm_moving: Vec<f32>,
     mm_out: Vec<f32>,
     /// What `mm_moving` holds, while it is valid: the moving access pattern, the generation
-    /// of its memory when it was read (`OnChip::generation`), the row stride, and whether it
-    /// lies in the fast path's exact window (`None`: not checked yet; only a matmul with an
-    /// exact stationary needs to know). Consecutive matmuls of one moving tile against
-    /// several stationaries reuse it.
-    mm_moving_key: Option<(super::isa::AccessPattern, u64, usize, Option<bool>)>,
+    /// of its memory when it was read (`OnChip::generation`) and the row stride. Consecutive
+    /// matmuls of one moving tile against several stationaries reuse it.
+    mm_moving_key: Option<(super::isa::AccessPattern, u64, usize)>,
     /// Reused operand buffers of the elementwise functional models.
     fbuf: [Vec<f32>; 2],
 }

@@ -1,7 +1,6 @@
-//! The TensorE matmul kernel: a fast GEMM (the `gemm` crate, through [`super::fast`]) for
-//! the tiles where it provably gives the rule's bits on every CPU, with or without FMA; for
-//! the others, the rule's own register-blocked unfused kernel ([`super::unfused`], AVX), or the
-//! scalar loop where that is unavailable.
+//! The TensorE matmul kernel: a fast GEMM (the `gemm` crate, through [`super::fast`]) where
+//! the CPU has FMA and the tile takes the crate's main path; the rule's own fused kernel
+//! ([`super::fused`], AVX + FMA) for the other shapes; the scalar loop where neither runs.
 
 use std::sync::OnceLock;
 
@@ -10,7 +9,7 @@ use crate::engine::nan::canon;
 
 /// The largest K the fast path takes. The `gemm` crate (0.19) splits K into blocks of at
 /// least 512 (`kc = min(k, max(512, …))`); inside one block each output's accumulator runs
-/// sequentially in k from +0.0. One `MultiplyMoving` has K ≤ 128, and [`gemm_is_sequential`]
+/// sequentially in k from +0.0. One `MultiplyMoving` has K ≤ 128, and [`gemm_follows_rule`]
 /// checks at first use that no split happens up to this depth.
 const GEMM_MAX_K: usize = 128;
 
@@ -21,60 +20,62 @@ fn gemm_eligible(k: usize, m: usize, n: usize) -> bool {
     (3..=GEMM_MAX_K).contains(&k) && m >= 2 && n >= 2
 }
 
+/// Whether this CPU executes fused multiply-adds in hardware, so the `gemm` crate's
+/// micro-kernels fuse (where it has none they multiply, then add: not the rule).
+fn cpu_has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true // NEON's `fmla` is part of the base AArch64 ISA
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
 /// `c[m][n] = Σ_k a[k][m] · b[k][n]` with `a` = `[k][m]` (stationary), `b` = `[k][n]` (moving),
 /// `c` = `[m][n]`, all row-major binary32.
 ///
-/// **The rule** (every CPU, every operand type): each output element is the sum over k **in
-/// increasing k order, starting from +0.0**; each product `a·b` is rounded to binary32 (RNE,
-/// gradual underflow, overflow to ±∞), then added with one more rounding — a separate multiply
-/// and add, never fused. A NaN result is the canonical NaN. [`matmul_rule`] is that rule,
-/// literally.
+/// **The rule** (every CPU, every operand type): each output element is accumulated over k
+/// **in increasing k order, starting from +0.0**, each step one **fused multiply-add**:
+/// `acc ← fma(a·b + acc)`, the exact product added and the sum rounded once to binary32 (RNE,
+/// gradual underflow, overflow to ±∞). A NaN result is the canonical NaN. IEEE-754 defines the
+/// fused multiply-add exactly, so the bits are the same on every machine, whichever of the
+/// paths below computes them; [`matmul_rule`] is the rule, literally.
 ///
-/// **The fast path** (the `gemm` crate's GEMM, which fuses the multiply-add where the CPU has
-/// FMA) is taken only for [`gemm_eligible`] shapes and only when [`in_exact_window`] holds for
-/// both operands, so every product `a·b` of the tile is exactly representable in binary32.
-/// Then the product's rounding is the
-/// identity, so fused `R(s + a·b)` and unfused `R(s + R(a·b))` are the same operation, and the
-/// GEMM's per-element sequential order from +0.0 is the rule's order. The accumulator never
-/// becomes −0 (it starts at +0; RNE gives +0 for an exact zero sum, and the sum of two binary32
-/// values is never a nonzero value that rounds to zero), so the kernel's final store `1·s`
-/// gives `s`; and with finite products no NaN can arise. The operands'
-/// element type is not consulted: the decision rests on the values.
-///
-/// `a_exact` is [`in_exact_window`] of the stationary operand, checked once when it was
-/// loaded: of a slice that contains `a[..k·m]` (every part of a slice in the window is in it,
-/// so a whole-load check holds for any `k` rows of it).
+/// **The fast path** (the `gemm` crate's GEMM) is taken for [`gemm_eligible`] shapes when the
+/// CPU has FMA ([`cpu_has_fma`]) and the probes passed ([`gemm_follows_rule`]): its
+/// micro-kernels zero one register accumulator per output, fused-multiply-add in increasing k
+/// and store `1·acc`, which is the rule (the accumulator starts at +0, so a sum of zeros is
+/// +0 as in the rule). Other shapes take [`super::fused`]'s kernel, and without AVX and FMA
+/// the scalar loop.
 ///
 /// `b`'s rows are `ldb ≥ n` elements apart (row `kk` is `b[kk·ldb..kk·ldb + n]`; `b` may end
-/// right after the last row's `n`), and `b_exact` is [`in_exact_window`] of the elements of
-/// its `k` rows (the engine checks each moving tile once and reuses the answer while its
-/// memory is unchanged).
-#[allow(clippy::too_many_arguments)] // the GEMM's shape, operands, stride and window checks
+/// right after the last row's `n`).
 #[cfg(test)]
 pub(crate) fn matmul_stationary(
     a: &[f32],
-    a_exact: bool,
     b: &[f32],
-    b_exact: bool,
     ldb: usize,
     c: &mut [f32],
     k: usize,
     m: usize,
     n: usize,
 ) {
-    matmul_stationary_any_nan(a, a_exact, b, b_exact, ldb, c, k, m, n);
+    matmul_stationary_any_nan(a, b, ldb, c, k, m, n);
     c.iter_mut().take(m * n).for_each(|x| *x = canon(*x));
 }
 
 /// [`matmul_stationary`] except that a NaN result may carry any payload: the caller
 /// canonicalises as it stores the product (the engine, in its PSUM write, where an
 /// accumulation canonicalises anyway), saving a pass over the tile.
-#[allow(clippy::too_many_arguments)] // the GEMM's shape, operands, stride and window checks
 pub(crate) fn matmul_stationary_any_nan(
     a: &[f32],
-    a_exact: bool,
     b: &[f32],
-    b_exact: bool,
     ldb: usize,
     c: &mut [f32],
     k: usize,
@@ -89,23 +90,19 @@ pub(crate) fn matmul_stationary_any_nan(
         c.iter_mut().take(m * n).for_each(|x| *x = 0.0);
         return;
     };
-    if gemm_eligible(k, m, n)
-        && a_exact
-        && b_exact
-        && gemm_is_sequential()
-        && gemm(a, b, ldb, c, k, m, n)
-    {
+    if gemm_eligible(k, m, n) && gemm_follows_rule() && gemm(a, b, ldb, c, k, m, n) {
         return;
     }
-    if super::unfused::matmul(a, b, ldb, c, k, m, n) {
+    if super::fused::matmul(a, b, ldb, c, k, m, n) {
         return;
     }
     matmul_rule(a, b, ldb, c, k, m, n);
 }
 
-/// The rule, literally: `c[i][j] = ((+0 + R(a0·b0)) + R(a1·b1)) + …` over k, every operation
-/// rounded to binary32 (Rust never fuses `s + a * b`), NaN results canonical. Loop order k-i-j
-/// keeps each element's additions in increasing k.
+/// The rule, literally: `c[i][j] = fma(a_{k−1}, b_{k−1}, … fma(a0, b0, +0))`, each step
+/// `f32::mul_add` (a correctly rounded fused multiply-add on every target: the instruction
+/// where the CPU has one, the C library's `fmaf` otherwise), NaN results canonical. Loop order
+/// k-i-j keeps each element's steps in increasing k.
 /// `b`'s rows are `ldb` elements apart (`ldb ≥ n`).
 pub(crate) fn matmul_rule(
     a: &[f32],
@@ -125,53 +122,27 @@ pub(crate) fn matmul_rule(
     {
         for (&av, crow) in arow.iter().zip(c.chunks_exact_mut(n.max(1))) {
             for (cv, &bv) in crow.iter_mut().zip(&brow[..n.min(brow.len())]) {
-                *cv += av * bv;
+                *cv = av.mul_add(bv, *cv);
             }
         }
     }
     c.iter_mut().for_each(|x| *x = canon(*x));
 }
 
-/// Whether every element of `v` is ±0 or a normal value of magnitude in [2^−63, 2^63) whose
-/// significand has at most 12 bits (the low 12 of its 23 fraction bits are zero — true of every
-/// bf16 and every fp16 value). A product of two such values is ±0 or has at most 24
-/// significant bits and a magnitude in [2^−126, 2^126): exactly representable in binary32. Every
-/// finite fp16 value passes, and every bf16 value in the window; ±∞, NaN and subnormals do
-/// not. One branch-free pass of integer compares and ORs, which vectorises.
-pub(crate) fn in_exact_window(v: &[f32]) -> bool {
-    const LO: i32 = 64 << 23; // 2^-63
-    const HI: i32 = 190 << 23; // 2^63
-    // `mag + i32::MAX` maps 0 to i32::MAX and 1.. to i32::MIN.., so one signed compare finds
-    // 0 < mag < LO.
-    const SMALL: i32 = (LO - 1).wrapping_add(i32::MIN);
-    let (mut out, mut bits) = (0u32, 0u32);
-    for x in v {
-        let b = x.to_bits();
-        let mag = (b & 0x7FFF_FFFF) as i32;
-        out |= u32::from((mag.wrapping_add(i32::MAX) < SMALL) | (mag >= HI));
-        bits |= b;
-    }
-    out == 0 && bits & 0xFFF == 0
-}
-
-/// [`in_exact_window`] of `rows` rows of `n` elements, `ld` apart in `v` (a tile read in
-/// place); `false` when `v` is too short.
-pub(crate) fn in_exact_window_rows(v: &[f32], ld: usize, rows: usize, n: usize) -> bool {
-    (0..rows).all(|r| v.get(r * ld..r * ld + n).is_some_and(in_exact_window))
-}
-
-/// Whether this build's GEMM accumulates sequentially in k up to [`GEMM_MAX_K`], checked once
-/// per process: `[GEMM_MAX_K, m] × [GEMM_MAX_K, n]` products (for each shape of
-/// [`PROBE_SHAPES`]) with exact products whose sum depends on the order (one 1.0 per column,
-/// at a different depth each, among multiples of 2^−24 that a running sum near 1 rounds away
-/// but a partial sum keeps) must equal [`matmul_rule`]'s bits. A blocked, split or reordered
-/// accumulation fails it, and every matmul then takes the scalar path.
-pub(crate) fn gemm_is_sequential() -> bool {
-    static SEQUENTIAL: OnceLock<bool> = OnceLock::new();
-    *SEQUENTIAL.get_or_init(|| {
-        PROBE_SHAPES.iter().all(|&(m, n, ldb)| {
-            let (a, b) = probe_operands(m, n, ldb);
-            let k = GEMM_MAX_K;
+/// Whether this build's GEMM computes the rule on this CPU, checked once per process: the CPU
+/// has FMA ([`cpu_has_fma`]), and for each shape of [`PROBE_SHAPES`]
+/// - the order probe: `[GEMM_MAX_K, m] × [GEMM_MAX_K, n]` products with exact products whose
+///   sum depends on the order (one 1.0 per column, at a different depth each, among multiples
+///   of 2^−24 that a running sum near 1 rounds away but a partial sum keeps) equal
+///   [`matmul_rule`]'s bits, so a blocked, split or reordered accumulation fails it;
+/// - the fusion probe ([`fusion_operands`]): a K = 3 product that is 2^−24 fused and 0 with a
+///   separately rounded product equals the rule's bits, so a kernel that does not fuse fails it.
+///
+/// When it fails, every matmul takes [`super::fused`]'s kernel or the scalar loop.
+pub(crate) fn gemm_follows_rule() -> bool {
+    static FOLLOWS: OnceLock<bool> = OnceLock::new();
+    *FOLLOWS.get_or_init(|| {
+        let agrees = |(a, b): (Vec<f32>, Vec<f32>), k: usize, m: usize, n: usize, ldb: usize| {
             let (mut fast, mut slow) = (vec![0f32; m * n], vec![0f32; m * n]);
             gemm_eligible(k, m, n) && gemm(&a, &b, ldb, &mut fast, k, m, n) && {
                 matmul_rule(&a, &b, ldb, &mut slow, k, m, n);
@@ -179,8 +150,30 @@ pub(crate) fn gemm_is_sequential() -> bool {
                     .zip(&slow)
                     .all(|(x, y)| x.to_bits() == y.to_bits())
             }
-        })
+        };
+        cpu_has_fma()
+            && PROBE_SHAPES.iter().all(|&(m, n, ldb)| {
+                agrees(probe_operands(m, n, ldb), GEMM_MAX_K, m, n, ldb)
+                    && agrees(fusion_operands(m, n, ldb), 3, m, n, ldb)
+            })
     })
+}
+
+/// `[3, m]` and `[3, n]` operands (`b`'s rows `ldb` apart) whose every output is 2^−24 when
+/// each step is fused and +0 when products are rounded first: `(1 + 2^−12)·−(1 + 2^−12)`
+/// is `−(1 + 2^−11 + 2^−24)`, which rounds (a tie, to even) to `−(1 + 2^−11)`; adding the
+/// exact `(1 + 2^−12)²` leaves 2^−24, adding its rounding leaves 0; the third row is zeros.
+fn fusion_operands(m: usize, n: usize, ldb: usize) -> (Vec<f32>, Vec<f32>) {
+    let x = 1.0 + f32::from_bits(0x3980_0000); // 1 + 2^-12
+    let a = [x, x, 0.0]
+        .iter()
+        .flat_map(|&v| std::iter::repeat_n(v, m))
+        .collect();
+    let b = [-x, x, 0.0]
+        .iter()
+        .flat_map(|&v| (0..ldb).map(move |j| if j < n { v } else { 0.0 }))
+        .collect();
+    (a, b)
 }
 
 /// `(m, n, ldb)` of the probes: 17 × 17 (two micro-kernel tiles and a masked edge each way,
@@ -192,7 +185,7 @@ const PROBE_SHAPES: [(usize, usize, usize); 2] = [(PROBE_M, PROBE_M, PROBE_M), (
 const PROBE_M: usize = 17;
 
 /// The probe's `[GEMM_MAX_K, m]` and `[GEMM_MAX_K, n]` operands (see
-/// [`gemm_is_sequential`]), `b`'s rows `ldb ≥ n` apart (zeros between).
+/// [`gemm_follows_rule`]), `b`'s rows `ldb ≥ n` apart (zeros between).
 fn probe_operands(m: usize, n: usize, ldb: usize) -> (Vec<f32>, Vec<f32>) {
     let k = GEMM_MAX_K;
     let tiny = f32::from_bits(0x3380_0000); // 2^-24
@@ -237,21 +230,36 @@ mod tests {
                 .wrapping_add(1_442_695_040_888_963_407);
             self.0 >> 16
         }
-        /// ±(1 + f)·2^e, e uniform in `[e0, e1]`, about 1 in 10 zero.
+        /// ±(1 + f)·2^e, e uniform in `[e0, e1]`, about 1 in 10 zero; `f` has 23 random bits.
         fn value(&mut self, e0: i32, e1: i32) -> f32 {
             let r = self.next();
             if r % 10 == 0 {
                 return 0.0;
             }
             let e = e0 + ((r >> 8) % (e1 - e0 + 1) as u64) as i32;
-            let f = 1.0 + ((r >> 20) & 0xFFFF) as f64 / 65536.0;
+            let f = 1.0 + ((r >> 20) & 0x7F_FFFF) as f64 / 8_388_608.0;
             let v = (f * 2f64.powi(e)) as f32;
             if r & 0x10 != 0 { -v } else { v }
         }
     }
 
-    /// The rule, written independently of `matmul_rule`: per output, `acc = acc + a·b`.
+    /// The rule, written independently of `matmul_rule`: per output, `acc = fma(a, b, acc)`.
     fn rule(a: &[f32], b: &[f32], k: usize, m: usize, n: usize) -> Vec<u32> {
+        let mut c = vec![0u32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0f32;
+                for kk in 0..k {
+                    acc = a[kk * m + i].mul_add(b[kk * n + j], acc);
+                }
+                c[i * n + j] = canon(acc).to_bits();
+            }
+        }
+        c
+    }
+
+    /// The same order with each product rounded before it is added (not the rule).
+    fn unfused(a: &[f32], b: &[f32], k: usize, m: usize, n: usize) -> Vec<u32> {
         let mut c = vec![0u32; m * n];
         for i in 0..m {
             for j in 0..n {
@@ -266,34 +274,9 @@ mod tests {
         c
     }
 
-    /// The same order with every step a correctly rounded fused multiply-add.
-    fn fused(a: &[f32], b: &[f32], k: usize, m: usize, n: usize) -> Vec<u32> {
-        let mut c = vec![0u32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                let mut acc = 0f32;
-                for kk in 0..k {
-                    acc = a[kk * m + i].mul_add(b[kk * n + j], acc);
-                }
-                c[i * n + j] = canon(acc).to_bits();
-            }
-        }
-        c
-    }
-
     fn engine(a: &[f32], b: &[f32], k: usize, m: usize, n: usize) -> Vec<u32> {
         let mut c = vec![f32::from_bits(0xFFC0_0001); m * n]; // garbage: β = 0 must ignore it
-        matmul_stationary(
-            a,
-            in_exact_window(a),
-            b,
-            in_exact_window(b),
-            n,
-            &mut c,
-            k,
-            m,
-            n,
-        );
+        matmul_stationary(a, b, n, &mut c, k, m, n);
         c.iter().map(|x| x.to_bits()).collect()
     }
 
@@ -301,10 +284,6 @@ mod tests {
         let mut c = vec![f32::from_bits(0xFFC0_0001); m * n];
         assert!(gemm(a, b, n, &mut c, k, m, n));
         c.iter().map(|x| canon(*x).to_bits()).collect()
-    }
-
-    fn exact(a: &[f32], b: &[f32]) -> bool {
-        in_exact_window(a) && in_exact_window(b)
     }
 
     const SHAPES: [(usize, usize, usize); 8] = [
@@ -318,58 +297,56 @@ mod tests {
         (128, 128, 512),
     ];
 
-    /// Operands of `dtype` with exponents in `[e0, e1]`; `fp32` ones carry 12-bit significands.
+    /// Operands of `dtype` with exponents in `[e0, e1]`.
     fn operands(seed: u64, len: usize, dtype: DType, e0: i32, e1: i32) -> Vec<f32> {
         let mut r = Rng(seed);
         (0..len)
-            .map(|_| {
-                let v = r.value(e0, e1);
-                match dtype {
-                    DType::F32 => f32::from_bits(v.to_bits() & !0xFFF),
-                    d => round_through(d, v),
-                }
-            })
+            .map(|_| round_through(dtype, r.value(e0, e1)))
             .collect()
     }
 
     #[test]
-    fn fast_path_gives_the_rules_bits_on_normal_range_inputs() {
-        // The window is [2^-63, 2^63): bf16 up to 2^61·(1 + f) (2^62·1.99… rounds to 2^63);
-        // fp16 up to 2^14·(1 + f) (2^15·1.99… would round to ∞).
+    fn every_path_gives_the_rules_bits() {
+        // bf16 and fp16 operands have exact products (fused and unfused agree); fp32 ones
+        // carry full significands, so their products round and the rule is observable.
         let cases = [
             (DType::Bf16, -63, 61),
             (DType::F16, -24, 14),
             (DType::F32, -50, 50),
         ];
+        let mut observable = 0;
         for (dtype, e0, e1) in cases {
             for (s, &(k, m, n)) in SHAPES.iter().enumerate() {
                 let a = operands(2 * s as u64, k * m, dtype, e0, e1);
                 let b = operands(2 * s as u64 + 1, k * n, dtype, e0, e1);
-                assert!(exact(&a, &b), "{dtype} {k}x{m}x{n} must take the fast path");
                 let want = rule(&a, &b, k, m, n);
-                // The crate's small-shape kernels (k ≤ 2, m or n = 1) start from the first
-                // product, not +0 (they give −0 for the 2×3×5 tile's cancelling sums): the
-                // engine keeps such tiles off the GEMM.
-                if gemm_eligible(k, m, n) {
+                // The crate's small-shape kernels (k ≤ 2, m or n = 1) accumulate in another
+                // order: the engine keeps such tiles off the GEMM.
+                if gemm_eligible(k, m, n) && cpu_has_fma() {
                     assert_eq!(fast(&a, &b, k, m, n), want, "GEMM {dtype} {k}x{m}x{n}");
                 }
                 assert_eq!(engine(&a, &b, k, m, n), want, "engine {dtype} {k}x{m}x{n}");
+                let mut c = vec![0f32; m * n];
+                matmul_rule(&a, &b, n, &mut c, k, m, n);
+                let lit: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
+                assert_eq!(lit, want, "matmul_rule {dtype} {k}x{m}x{n}");
+                if dtype == DType::F32 && unfused(&a, &b, k, m, n) != want {
+                    observable += 1;
+                }
             }
         }
+        // Rounding the products first would give other bits on the fp32 tiles past K = 2.
+        assert!(observable >= 5, "{observable}");
     }
 
     /// The engine gathers moving rows with a padded stride: the bits do not depend on it, on
-    /// either path.
+    /// any path.
     #[test]
     fn padded_moving_rows_give_the_same_bits() {
         for (s, &(k, m, n)) in SHAPES.iter().enumerate() {
             for dtype in [DType::Bf16, DType::F32] {
                 let a = operands(50 + s as u64, k * m, dtype, -20, 20);
-                let mut b = operands(60 + s as u64, k * n, dtype, -20, 20);
-                if dtype == DType::F32 {
-                    // Full significands: the scalar path.
-                    b.iter_mut().for_each(|x| *x *= 1.000_000_1);
-                }
+                let b = operands(60 + s as u64, k * n, dtype, -20, 20);
                 let want = rule(&a, &b, k, m, n);
                 let ldb = n + 16;
                 let padded: Vec<f32> = b
@@ -377,43 +354,23 @@ mod tests {
                     .flat_map(|row| row.iter().copied().chain([0.0; 16]))
                     .collect();
                 let mut c = vec![f32::from_bits(0xFFC0_0001); m * n];
-                let (ea, eb) = (in_exact_window(&a), in_exact_window(&padded));
-                matmul_stationary(&a, ea, &padded, eb, ldb, &mut c, k, m, n);
+                matmul_stationary(&a, &padded, ldb, &mut c, k, m, n);
                 let got: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
                 assert_eq!(got, want, "{dtype} {k}x{m}x{n}");
             }
         }
     }
 
-    #[test]
-    fn full_precision_fp32_takes_the_scalar_rule() {
-        for (s, &(k, m, n)) in SHAPES.iter().enumerate() {
-            let mut r = Rng(100 + s as u64);
-            let a: Vec<f32> = (0..k * m).map(|_| r.value(-3, 3)).collect();
-            let b: Vec<f32> = (0..k * n).map(|_| r.value(-3, 3)).collect();
-            if a.iter().chain(&b).any(|x| x.to_bits() & 0xFFF != 0) {
-                assert!(!exact(&a, &b));
-            }
-            assert_eq!(engine(&a, &b, k, m, n), rule(&a, &b, k, m, n));
-        }
-        // Such products round, so the rule is observable: fused gives other bits here.
-        let mut r = Rng(7);
-        let a: Vec<f32> = (0..64 * 8).map(|_| r.value(-3, 3)).collect();
-        let b: Vec<f32> = (0..64 * 8).map(|_| r.value(-3, 3)).collect();
-        assert_ne!(rule(&a, &b, 64, 8, 8), fused(&a, &b, 64, 8, 8));
-    }
-
     /// (name, K, M, N, a, b).
     type Tile = (&'static str, usize, usize, usize, Vec<f32>, Vec<f32>);
 
-    /// Tiles whose products leave the exact range: subnormal products, overflowing products,
-    /// subnormal inputs, and these mixed into ordinary values. Each must be routed to the
-    /// scalar path and give the rule's bits.
+    /// Tiles whose products leave the normal range: subnormal products, overflowing products,
+    /// subnormal inputs, and these mixed into ordinary values.
     fn extreme_tiles() -> Vec<Tile> {
         let p = |e: i32| 2f64.powi(e) as f32;
         let mut t = Vec::new();
-        // 2^-149 + R(2^-150): the rule rounds the product to 0 (tie to even) and keeps 2^-149;
-        // fused rounds the tie of the sum to 2^-148.
+        // 2^-149 + 2^-150: the exact sum is a tie between 2^-149 and 2^-148, to even: 2^-148
+        // (rounding the product first would make it 0 and keep 2^-149).
         t.push((
             "subnormal tie",
             2,
@@ -422,7 +379,7 @@ mod tests {
             vec![p(-75), p(-75)],
             vec![p(-74), p(-75)],
         ));
-        // −1.5·2^127 + 1.5·2^128: the rule's product overflows to +∞; fused gives 1.5·2^127.
+        // −1.5·2^127 + 1.5·2^128 = 1.5·2^127: the exact product never overflows on its own.
         t.push((
             "overflowing product",
             2,
@@ -431,7 +388,7 @@ mod tests {
             vec![-1.5 * p(64), 1.5 * p(64)],
             vec![p(63), p(64)],
         ));
-        // +∞ and −∞ products: NaN under the rule.
+        // +∞ then −∞ partial sums: 2^140 overflows to +∞, and ∞ − 2^140 stays +∞.
         t.push((
             "overflow both ways",
             2,
@@ -440,30 +397,23 @@ mod tests {
             vec![p(70), -p(70)],
             vec![p(70), p(70)],
         ));
-        let bf = |v: Vec<f32>| -> Vec<f32> {
-            v.into_iter()
-                .map(|x| round_through(DType::Bf16, x))
-                .collect()
-        };
         t.push((
             "random subnormal products",
             64,
             8,
             9,
-            bf(operands(11, 64 * 8, DType::Bf16, -80, -60)),
-            bf(operands(12, 64 * 9, DType::Bf16, -80, -60)),
+            operands(11, 64 * 8, DType::F32, -80, -60),
+            operands(12, 64 * 9, DType::F32, -80, -60),
         ));
         t.push((
             "random overflowing products",
             64,
             8,
             9,
-            bf(operands(13, 64 * 8, DType::Bf16, 55, 75)),
-            bf(operands(14, 64 * 9, DType::Bf16, 55, 75)),
+            operands(13, 64 * 8, DType::F32, 55, 75),
+            operands(14, 64 * 9, DType::F32, 55, 75),
         ));
-        // bf16 subnormal inputs times large values: normal products, but the check rejects
-        // subnormal inputs outright.
-        let mut a = bf(operands(15, 32 * 4, DType::Bf16, -135, -127));
+        let mut a = operands(15, 32 * 4, DType::F32, -135, -127);
         a[0] = f32::from_bits(0x0001_0000);
         t.push((
             "subnormal inputs",
@@ -471,11 +421,10 @@ mod tests {
             4,
             4,
             a,
-            bf(operands(16, 32 * 4, DType::Bf16, 60, 70)),
+            operands(16, 32 * 4, DType::F32, 60, 70),
         ));
-        // One extreme element among ordinary ones.
-        let mut a = operands(17, 100 * 16, DType::Bf16, -5, 5);
-        let b = operands(18, 100 * 20, DType::Bf16, -5, 5);
+        let mut a = operands(17, 100 * 16, DType::F32, -5, 5);
+        let b = operands(18, 100 * 20, DType::F32, -5, 5);
         a[37] = p(-140);
         t.push(("mixed", 100, 16, 20, a, b));
         t
@@ -485,57 +434,35 @@ mod tests {
     fn extreme_exponents_follow_the_rule() {
         let mut observable = 0;
         for (name, k, m, n, a, b) in extreme_tiles() {
-            assert!(!exact(&a, &b), "{name}: must leave the fast path");
             let want = rule(&a, &b, k, m, n);
             assert_eq!(engine(&a, &b, k, m, n), want, "{name}");
-            if fused(&a, &b, k, m, n) != want {
+            if gemm_eligible(k, m, n) && cpu_has_fma() {
+                assert_eq!(fast(&a, &b, k, m, n), want, "GEMM {name}");
+            }
+            if unfused(&a, &b, k, m, n) != want {
                 observable += 1;
             }
         }
-        // The tiles discriminate: fused arithmetic gives other bits on most of them.
+        // The tiles discriminate: rounding products first gives other bits on most of them.
         assert!(
             observable >= 4,
             "only {observable} tiles tell fused from unfused"
         );
-        // The two crafted cases, by value.
+        // The crafted cases, by value.
         let p = |e: i32| 2f64.powi(e) as f32;
         assert_eq!(
             engine(&[p(-75), p(-75)], &[p(-74), p(-75)], 2, 1, 1),
-            [p(-149).to_bits()]
+            [p(-148).to_bits()]
         );
         let of = engine(&[-1.5 * p(64), 1.5 * p(64)], &[p(63), p(64)], 2, 1, 1);
-        assert_eq!(of, [f32::INFINITY.to_bits()]);
-    }
-
-    /// Where the CPU has FMA, the GEMM fuses: on the extreme tiles it gives the fused bits,
-    /// which is why those tiles must not reach it.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_gemm_fuses_where_the_cpu_has_fma() {
-        if !(std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("avx2"))
-        {
-            return;
-        }
-        let mut differs = 0;
-        for (name, k, m, n, a, b) in extreme_tiles() {
-            if !gemm_eligible(k, m, n) {
-                continue; // the 1×1 tiles: the crate's dot-product kernel, never called
-            }
-            let f = fast(&a, &b, k, m, n);
-            assert_eq!(f, fused(&a, &b, k, m, n), "{name}");
-            if f != rule(&a, &b, k, m, n) {
-                differs += 1;
-            }
-        }
-        // The random subnormal- and overflowing-product tiles (the subnormal-input tile has
-        // exact products; in the mixed tile the one tiny product is absorbed either way).
-        assert!(differs >= 2, "{differs}");
+        assert_eq!(of, [(1.5 * p(127)).to_bits()]);
+        let inf = engine(&[p(70), -p(70)], &[p(70), p(70)], 2, 1, 1);
+        assert_eq!(inf, [f32::INFINITY.to_bits()]);
     }
 
     #[test]
-    fn the_order_probe_passes_here_and_catches_a_blocked_order() {
-        assert!(gemm_is_sequential());
+    fn the_probes_pass_here_and_catch_a_blocked_order_or_an_unfused_kernel() {
+        assert_eq!(gemm_follows_rule(), cpu_has_fma());
         let (a, b) = probe_operands(PROBE_M, PROBE_M, PROBE_M);
         let (k, m) = (GEMM_MAX_K, PROBE_M);
         let want = rule(&a, &b, k, m, m);
@@ -548,7 +475,7 @@ mod tests {
                     for k0 in (0..k).step_by(block) {
                         let mut s = 0f32;
                         for kk in k0..(k0 + block).min(k) {
-                            s += a[kk * m + i] * b[kk * m + j];
+                            s = a[kk * m + i].mul_add(b[kk * m + j], s);
                         }
                         c += s;
                     }
@@ -564,13 +491,12 @@ mod tests {
             for j in 0..m {
                 let (mut e, mut o, mut r) = (0f32, 0f32, 0f32);
                 for kk in 0..k {
-                    let p = a[kk * m + i] * b[kk * m + j];
                     if kk % 2 == 0 {
-                        e += p
+                        e = a[kk * m + i].mul_add(b[kk * m + j], e);
                     } else {
-                        o += p
+                        o = a[kk * m + i].mul_add(b[kk * m + j], o);
                     }
-                    r += a[(k - 1 - kk) * m + i] * b[(k - 1 - kk) * m + j];
+                    r = a[(k - 1 - kk) * m + i].mul_add(b[(k - 1 - kk) * m + j], r);
                 }
                 split[i * m + j] = (e + o).to_bits();
                 rev[i * m + j] = r.to_bits();
@@ -578,6 +504,18 @@ mod tests {
         }
         assert_ne!(split, want);
         assert_ne!(rev, want);
+        // The fusion probe: 2^-24 under the rule, +0 with products rounded first.
+        for &(m, n, ldb) in &PROBE_SHAPES {
+            let (a, b) = fusion_operands(m, n, ldb);
+            let mut c = vec![0f32; m * n];
+            matmul_rule(&a, &b, ldb, &mut c, 3, m, n);
+            assert!(c.iter().all(|x| x.to_bits() == 0x3380_0000), "{m}x{n}");
+            let packed: Vec<f32> = b
+                .chunks(ldb)
+                .flat_map(|row| row[..n].iter().copied())
+                .collect();
+            assert!(unfused(&a, &packed, 3, m, n).iter().all(|&x| x == 0));
+        }
     }
 
     #[test]
@@ -599,15 +537,13 @@ mod tests {
             assert_eq!(engine(a, b, 3, 1, 1), [*want], "case {i}");
             assert_eq!(rule(a, b, 3, 1, 1), [*want], "case {i} (reference)");
         }
-        // A NaN or ±∞ inside an otherwise fast tile sends it to the scalar path: only the
-        // outputs whose dot product meets it are NaN (or ±∞).
+        // A NaN or ±∞ inside a tile the GEMM takes: only the outputs whose dot product meets
+        // it are NaN (or ±∞).
         let (k, m, n) = (64, 16, 24);
-        let mut a = operands(40, k * m, DType::Bf16, -10, 10);
-        let b = operands(41, k * n, DType::Bf16, -10, 10);
-        assert!(exact(&a, &b));
-        a[5 * m + 3] = f32::from_bits(0xFFC1_0000); // a bf16 NaN with a payload: row 3
+        let mut a = operands(40, k * m, DType::F32, -10, 10);
+        let b = operands(41, k * n, DType::F32, -10, 10);
+        a[5 * m + 3] = f32::from_bits(0xFFC1_0000); // a NaN with a payload: row 3
         a[9 * m + 7] = -inf; // row 7
-        assert!(!exact(&a, &b));
         let got = engine(&a, &b, k, m, n);
         assert_eq!(got, rule(&a, &b, k, m, n));
         for j in 0..n {

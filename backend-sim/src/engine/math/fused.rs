@@ -1,21 +1,18 @@
-//! The matmul rule, vectorised: `c[i][j] = ((+0 + R(a0·b0)) + R(a1·b1)) + …` over k, each
-//! product rounded to binary32, then added with one more rounding — exactly
+//! The matmul rule, vectorised: `c[i][j] = fma(a_{k−1}, b_{k−1}, … fma(a1, b1, fma(a0, b0, +0)))`
+//! over k in increasing order, every step one fused multiply-add (one rounding) — exactly
 //! [`super::matmul::matmul_rule`]'s bits (NaN canonicalisation aside, which the caller does),
-//! at register-blocked GEMM speed.
-//!
-//! Why not the `gemm` crate here: it fuses the multiply-add where the CPU has FMA (and not
-//! where it has none), so its bits for full-precision fp32 operands depend on the CPU; the
-//! rule forbids that. This kernel uses only vector multiplies and adds, which are IEEE
-//! operations with one result per lane: the bits are the same at any vector width, on any CPU.
-//! On AMD Zen (two multiply and two add pipes) the unfused pair can issue at the fused rate;
-//! the measured speed is in `docs/PERFORMANCE.md`.
+//! at register-blocked speed, for the shapes the `gemm` crate's main path does not take
+//! (K ≤ 2, a single row or column: its vector and dot-product kernels accumulate in another
+//! order) and wherever its order probe fails.
 //!
 //! The micro-kernel keeps a 6 × 16 block of outputs in twelve AVX registers, walks k in
 //! increasing order, and per k broadcasts six stationary values against two 8-wide moving
-//! vectors, both operands packed into contiguous panels first. A last block of fewer than six
-//! rows runs the same loop with fewer rows; a last panel of fewer than sixteen columns is
-//! packed to 8 or 16 with zeros and stored through a lane mask. Without AVX (or off x86-64)
-//! [`matmul`] declines and the caller runs the scalar rule loop.
+//! vectors (one `vfmadd` each), both operands packed into contiguous panels first. A fused
+//! multiply-add is one IEEE operation per lane, so the bits are the same at any vector width,
+//! on any CPU that has the instruction. A last block of fewer than six rows runs the same loop
+//! with fewer rows; a last panel of fewer than sixteen columns is packed to 8 or 16 with zeros
+//! and stored through a lane mask. Without AVX and FMA (or off x86-64) [`matmul`] declines and
+//! the caller runs the scalar rule loop (`f32::mul_add`, correctly rounded everywhere).
 //!
 //! The crate's second `unsafe` module (with `fast.rs`): raw-pointer SIMD loads and stores, over
 //! slices whose bounds [`matmul`] checks once before any access.
@@ -24,7 +21,8 @@
 /// `c[i][j] = Σ_k a[k][i] · b[k][j]` in the rule's order and rounding (no canonicalisation of
 /// NaN results), `a` = `[k][m]`, `b` = `[k][·]` with rows `ldb ≥ n` apart, `c` = `[m][n]`, all
 /// row-major. Every element of `c[..m·n]` is written. Returns `false`, touching nothing, when
-/// this CPU has no AVX, the target is not x86-64, or an operand is shorter than its shape.
+/// this CPU has no AVX or no FMA, the target is not x86-64, or an operand is shorter than its
+/// shape.
 pub(super) fn matmul(
     a: &[f32],
     b: &[f32],
@@ -57,8 +55,8 @@ pub(super) fn matmul(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use core::arch::x86_64::{
-        __m256, __m256i, _mm256_add_ps, _mm256_broadcast_ss, _mm256_loadu_ps, _mm256_maskstore_ps,
-        _mm256_mul_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_storeu_ps,
+        __m256, __m256i, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps,
+        _mm256_maskstore_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_storeu_ps,
     };
     use std::cell::RefCell;
 
@@ -89,7 +87,9 @@ mod x86 {
         m: usize,
         n: usize,
     ) -> bool {
-        if !std::arch::is_x86_feature_detected!("avx") {
+        if !(std::arch::is_x86_feature_detected!("avx")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
             return false;
         }
         PACKED.with(|bufs| {
@@ -104,7 +104,7 @@ mod x86 {
                 let width = if w > 8 { 16 } else { 8 };
                 pack_moving(bp, b, ldb, j, k, w, width);
                 let cj = &mut c[j..];
-                // SAFETY: AVX is present (checked above); `ap` holds `k·m` elements (every
+                // SAFETY: AVX and FMA are present (checked above); `ap` holds `k·m` elements (every
                 // row block, `k·r` each), `bp` holds `k·width`, and `cj` holds at least
                 // `(m − 1)·n + w` elements (`c` holds `m·n`, `j + w ≤ n`); `panel` reads and
                 // writes only those.
@@ -183,9 +183,9 @@ mod x86 {
     /// row block.
     ///
     /// # Safety
-    /// AVX present; `a` packed as in [`run`] (`k·m` elements), `b` packed `[k][8·NV]`, `c`
+    /// AVX and FMA present; `a` packed as in [`run`] (`k·m` elements), `b` packed `[k][8·NV]`, `c`
     /// writable at `c[i·ldc + l]` for `i < m`, `l < w`.
-    #[target_feature(enable = "avx")]
+    #[target_feature(enable = "avx,fma")]
     unsafe fn panel<const NV: usize>(
         a: *const f32,
         b: *const f32,
@@ -239,7 +239,7 @@ mod x86 {
     }
 
     /// `R` rows × `8·NV` columns (with `mask`: `NV = 1`, only the mask's lanes stored): the
-    /// accumulators start at +0.0 and take `acc + R(a·b)` for k = 0, 1, … in order.
+    /// accumulators start at +0.0 and take `fma(a, b, acc)` for k = 0, 1, … in order.
     ///
     /// # Safety
     /// `a[kk·R + r]` and `b[kk·8·NV + l]` readable for `kk < k`, `r < R`, `l < 8·NV`;
@@ -266,7 +266,7 @@ mod x86 {
                 for (r, row) in acc.iter_mut().enumerate() {
                     let av = _mm256_broadcast_ss(&*ap.add(r));
                     for (x, &bx) in row.iter_mut().zip(&bv) {
-                        *x = _mm256_add_ps(*x, _mm256_mul_ps(av, bx));
+                        *x = _mm256_fmadd_ps(av, bx, *x);
                     }
                 }
             }
@@ -311,8 +311,7 @@ mod tests {
             for j in 0..n {
                 let mut acc = 0f32;
                 for kk in 0..k {
-                    let p = a[kk * m + i] * b[kk * ldb + j];
-                    acc += p;
+                    acc = a[kk * m + i].mul_add(b[kk * ldb + j], acc);
                 }
                 c[i * n + j] = acc;
             }
@@ -355,7 +354,10 @@ mod tests {
 
     #[test]
     fn every_tail_and_stride_gives_the_rules_bits() {
-        if !cfg!(target_arch = "x86_64") || !std::arch::is_x86_feature_detected!("avx") {
+        if !cfg!(target_arch = "x86_64")
+            || !std::arch::is_x86_feature_detected!("avx")
+            || !std::arch::is_x86_feature_detected!("fma")
+        {
             // The kernel declines there (checked below); the scalar rule runs instead.
             assert!(!matmul(&[1.0], &[1.0], 1, &mut [0.0], 1, 1, 1));
             return;
