@@ -368,66 +368,72 @@ mod tests {
     /// subnormal inputs, and these mixed into ordinary values.
     fn extreme_tiles() -> Vec<Tile> {
         let p = |e: i32| 2f64.powi(e) as f32;
-        let mut t = Vec::new();
-        // 2^-149 + 2^-150: the exact sum is a tie between 2^-149 and 2^-148, to even: 2^-148
-        // (rounding the product first would make it 0 and keep 2^-149).
-        t.push((
-            "subnormal tie",
-            2,
-            1,
-            1,
-            vec![p(-75), p(-75)],
-            vec![p(-74), p(-75)],
-        ));
-        // −1.5·2^127 + 1.5·2^128 = 1.5·2^127: the exact product never overflows on its own.
-        t.push((
-            "overflowing product",
-            2,
-            1,
-            1,
-            vec![-1.5 * p(64), 1.5 * p(64)],
-            vec![p(63), p(64)],
-        ));
-        // +∞ then −∞ partial sums: 2^140 overflows to +∞, and ∞ − 2^140 stays +∞.
-        t.push((
-            "overflow both ways",
-            2,
-            1,
-            1,
-            vec![p(70), -p(70)],
-            vec![p(70), p(70)],
-        ));
-        t.push((
-            "random subnormal products",
-            64,
-            8,
-            9,
-            operands(11, 64 * 8, DType::F32, -80, -60),
-            operands(12, 64 * 9, DType::F32, -80, -60),
-        ));
-        t.push((
-            "random overflowing products",
-            64,
-            8,
-            9,
-            operands(13, 64 * 8, DType::F32, 55, 75),
-            operands(14, 64 * 9, DType::F32, 55, 75),
-        ));
-        let mut a = operands(15, 32 * 4, DType::F32, -135, -127);
-        a[0] = f32::from_bits(0x0001_0000);
-        t.push((
-            "subnormal inputs",
-            32,
-            4,
-            4,
-            a,
-            operands(16, 32 * 4, DType::F32, 60, 70),
-        ));
-        let mut a = operands(17, 100 * 16, DType::F32, -5, 5);
-        let b = operands(18, 100 * 20, DType::F32, -5, 5);
-        a[37] = p(-140);
-        t.push(("mixed", 100, 16, 20, a, b));
-        t
+        let mut sub_in = operands(15, 32 * 4, DType::F32, -135, -127);
+        sub_in[0] = f32::from_bits(0x0001_0000);
+        let mut mixed = operands(17, 100 * 16, DType::F32, -5, 5);
+        mixed[37] = p(-140);
+        vec![
+            // 2^-149 + 2^-150: the exact sum is a tie between 2^-149 and 2^-148, to even:
+            // 2^-148 (rounding the product first would make it 0 and keep 2^-149).
+            (
+                "subnormal tie",
+                2,
+                1,
+                1,
+                vec![p(-75), p(-75)],
+                vec![p(-74), p(-75)],
+            ),
+            // −1.5·2^127 + 1.5·2^128 = 1.5·2^127: the exact product never overflows alone.
+            (
+                "overflowing product",
+                2,
+                1,
+                1,
+                vec![-1.5 * p(64), 1.5 * p(64)],
+                vec![p(63), p(64)],
+            ),
+            // 2^140 overflows to +∞, and ∞ − 2^140 stays +∞ (rounded products: ∞ − ∞ = NaN).
+            (
+                "overflow both ways",
+                2,
+                1,
+                1,
+                vec![p(70), -p(70)],
+                vec![p(70), p(70)],
+            ),
+            (
+                "random subnormal products",
+                64,
+                8,
+                9,
+                operands(11, 64 * 8, DType::F32, -80, -60),
+                operands(12, 64 * 9, DType::F32, -80, -60),
+            ),
+            (
+                "random overflowing products",
+                64,
+                8,
+                9,
+                operands(13, 64 * 8, DType::F32, 55, 75),
+                operands(14, 64 * 9, DType::F32, 55, 75),
+            ),
+            (
+                "subnormal inputs",
+                32,
+                4,
+                4,
+                sub_in,
+                operands(16, 32 * 4, DType::F32, 60, 70),
+            ),
+            (
+                "mixed",
+                100,
+                16,
+                20,
+                mixed,
+                operands(18, 100 * 20, DType::F32, -5, 5),
+            ),
+        ]
     }
 
     #[test]
