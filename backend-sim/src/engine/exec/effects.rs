@@ -99,13 +99,7 @@ impl Executor<'_, '_> {
                     .zip(usize::from(dst.start_partition)..)
                 {
                     let cell = psum.write(p, off, n * 4);
-                    if accumulate {
-                        accumulate_row(cell, row);
-                    } else {
-                        for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
-                            b.copy_from_slice(&canon(v).to_le_bytes());
-                        }
-                    }
+                    store_row(cell, row, accumulate);
                 }
                 self.mm_moving = mv;
                 self.mm_out = c;
@@ -124,9 +118,7 @@ impl Executor<'_, '_> {
                     let mut y = std::mem::take(&mut self.fbuf[1]);
                     gather_f32(mem(sbuf, psum, a.space), &a, &mut x);
                     gather_f32(mem(sbuf, psum, b.space), &b, &mut y);
-                    for (u, v) in x.iter_mut().zip(&y) {
-                        *u = op.eval_f32(*u, *v);
-                    }
+                    super::rowops::binary_rows(op, &mut x, &y);
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
                     self.fbuf = [x, y];
                 }
@@ -148,9 +140,7 @@ impl Executor<'_, '_> {
                 } else {
                     let mut x = std::mem::take(&mut self.fbuf[0]);
                     gather_f32(mem(sbuf, psum, src.space), &src, &mut x);
-                    for u in x.iter_mut() {
-                        *u = op.eval_f32(*u, scalar);
-                    }
+                    super::rowops::step_row(op, false, &mut x, scalar);
                     scatter_f32(mem_mut(sbuf, psum, out.space), &out, &x);
                     self.fbuf[0] = x;
                 }
@@ -251,16 +241,39 @@ impl Executor<'_, '_> {
 /// `cell[j] = canon(cell[j] + row[j])` over little-endian binary32 bytes: PSUM accumulation.
 /// The NaN test is on the bits (as in `nan::canon`) and written as a select, so the loop
 /// vectorises; the bits equal `canon`'s.
-fn accumulate_row(cell: &mut [u8], row: &[f32]) {
-    const NAN: u32 = crate::engine::CANONICAL_NAN.to_bits();
-    for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
-        let s = (f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v).to_bits();
-        let out = if s & 0x7FFF_FFFF > 0x7F80_0000 {
-            NAN
-        } else {
-            s
-        };
-        b.copy_from_slice(&out.to_le_bytes());
+/// Stores a product row into PSUM bytes `cell`: with `accumulate` added to what is there (one
+/// rounding), otherwise replacing it; NaN results canonical. fp32 lanes in place where the
+/// cell is aligned on a little-endian host (one vectorisable pass), bytewise otherwise.
+fn store_row(cell: &mut [u8], row: &[f32], accumulate: bool) {
+    const NAN: f32 = crate::engine::CANONICAL_NAN;
+    let lanes = if cfg!(target_endian = "little") {
+        bytemuck::try_cast_slice_mut::<u8, f32>(cell).ok()
+    } else {
+        None
+    };
+    match (lanes, accumulate) {
+        (Some(c), true) => {
+            for (x, &v) in c.iter_mut().zip(row) {
+                let s = *x + v;
+                *x = if s.is_nan() { NAN } else { s };
+            }
+        }
+        (Some(c), false) => {
+            for (x, &v) in c.iter_mut().zip(row) {
+                *x = if v.is_nan() { NAN } else { v };
+            }
+        }
+        (None, true) => {
+            for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
+                let s = f32::from_le_bytes([b[0], b[1], b[2], b[3]]) + v;
+                b.copy_from_slice(&canon(s).to_le_bytes());
+            }
+        }
+        (None, false) => {
+            for (b, &v) in cell.chunks_exact_mut(4).zip(row) {
+                b.copy_from_slice(&canon(v).to_le_bytes());
+            }
+        }
     }
 }
 

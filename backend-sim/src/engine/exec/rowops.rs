@@ -28,6 +28,22 @@ pub(super) fn step_row(op: AluOp, reverse: bool, row: &mut [f32], s: f32) {
     }
 }
 
+/// `u ← u op v` element by element over `x` and `y` (the shorter length).
+pub(super) fn binary_rows(op: AluOp, x: &mut [f32], y: &[f32]) {
+    #[inline(always)]
+    fn go(x: &mut [f32], y: &[f32], f: impl Fn(f32, f32) -> f32) {
+        x.iter_mut().zip(y).for_each(|(u, &v)| *u = f(*u, v));
+    }
+    match op {
+        AluOp::Add => go(x, y, |a, b| AluOp::Add.eval_f32(a, b)),
+        AluOp::Sub => go(x, y, |a, b| AluOp::Sub.eval_f32(a, b)),
+        AluOp::Mul => go(x, y, |a, b| AluOp::Mul.eval_f32(a, b)),
+        AluOp::Max => go(x, y, |a, b| AluOp::Max.eval_f32(a, b)),
+        AluOp::Min => go(x, y, |a, b| AluOp::Min.eval_f32(a, b)),
+        _ => go(x, y, |a, b| op.eval_f32(a, b)),
+    }
+}
+
 /// `u ← activate(func, u·s + b)` on every element of `row` ([`activate`]'s result is
 /// already canonical: no further NaN canonicalisation).
 pub(super) fn activate_row(func: ActFn, row: &mut [f32], s: f32, b: f32) {
