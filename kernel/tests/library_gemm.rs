@@ -1,6 +1,6 @@
 //! `library::gemm`: NumPy `matmul` (batched, broadcast batch dimensions, 1-D operands) and
 //! ONNX `Gemm` (alpha, beta, transA, transB, C broadcast) against plain references of the
-//! documented order — products rounded to fp32, summed from +0 within each 128-deep K tile,
+//! documented order — fused multiply-adds from +0 within each 128-deep K tile,
 //! tile sums added in order, then `fl(fl(alpha·p) + fl(beta·c))` — bit for bit, every run
 //! hazard-free.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -8,8 +8,8 @@
 //! dropped from the result (as NumPy does). The batch dimensions (all but the last two)
 //! broadcast; each batch index is one 2-D [`matmul`] on views of `a`,
 //! `b` and `out` (nothing is copied to make the broadcast). So every output element has the
-//! matmul's order of operations (products rounded, K tiles summed in order in fp32, one
-//! rounding to `out`'s dtype), bit for bit.
+//! matmul's order of operations (fused multiply-adds within a K tile, K tiles summed in order
+//! in fp32, one rounding to `out`'s dtype), bit for bit.
 //!
 //! # Gemm
 //!

@@ -31,8 +31,8 @@
 //! # Numerics (bit-reproducible)
 //!
 //! Each output element is `Σ_t S_t` over the K tiles `t` in order, where `S_t` is the sum over
-//! the tile's k in increasing order, from +0, of the fp32 products (each product rounded,
-//! each addition rounded: the ISA's matmul rule); the tile sums are added in order in PSUM
+//! the tile's k in increasing order, from +0, of the products, one fused multiply-add per step
+//! (one rounding each: the ISA's matmul rule); the tile sums are added in order in PSUM
 //! (`S_0 + S_1`, then `+ S_2`, …, one rounding each); the result is rounded once to `out`'s
 //! dtype. A reference that computes exactly that agrees bit for bit.
 //!
