@@ -217,8 +217,10 @@ fn numpy_script(setup: &str, body: &str, reps: usize) -> String {
 
 /// Host seconds (best of `reps`) of one execution of `p` on a fresh device with `inputs`.
 fn simulate(p: Program, inputs: &[(&str, Vec<u8>)], reps: usize) -> (Duration, u64) {
+    // Every run checks hazards, as a first execution does.
     let quiet = ExecOptions {
         record_events: false,
+        recheck_hazards: true,
         ..ExecOptions::default()
     };
     let mut dev = Device::new(Instance::Trn1);

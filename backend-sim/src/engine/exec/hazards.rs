@@ -87,6 +87,9 @@ impl Executor<'_, '_> {
         clock: &VClock,
         actor: Actor,
     ) {
+        if !self.env.check_hazards {
+            return;
+        }
         let t = self.t;
         let region = fp.region();
         if !self.shadow.relevant(&region, write) {

@@ -196,6 +196,9 @@ pub(crate) struct ExecEnv<'a> {
     pub(crate) hbm: &'a mut Hbm,
     pub(crate) sbuf: &'a mut OnChip,
     pub(crate) psum: &'a mut OnChip,
+    /// Run the hazard check (`false`: an earlier execution at these addresses proved it
+    /// clean; see `ExecOptions::recheck_hazards`).
+    pub(crate) check_hazards: bool,
 }
 
 /// The executor of one program on one NeuronCore: sequencers, semaphores, DMA queues and
@@ -313,7 +316,12 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             }
         })
         .collect();
-    let hbm_writes = env.hbm_writes.absolute(env.bases);
+    let check_hazards = env.check_hazards;
+    let hbm_writes = if check_hazards {
+        env.hbm_writes.absolute(env.bases)
+    } else {
+        Vec::new()
+    };
     let mut m = Executor {
         env,
         opts: *opts,
@@ -362,6 +370,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             dma_engines: [Counters::default(); DMA_ENGINES],
             notifications: Vec::new(),
             hazards: Vec::new(),
+            hazards_checked: check_hazards,
             events: Vec::new(),
             events_truncated: false,
             semaphores: Vec::new(),

@@ -27,6 +27,13 @@ pub struct ExecOptions {
     pub max_events: usize,
     /// Most hazards recorded (the first one is always the error message).
     pub max_hazards: usize,
+    /// Check for hazards even when an earlier execution of the same loaded program, with its
+    /// tensors at the same HBM addresses, ran to completion without one. Without it such an
+    /// execution skips the check: the schedule — and with it every access and the order the
+    /// semaphores impose — is a function of the program and those addresses alone (no
+    /// instruction's timing, address or control flow depends on data), so the check would
+    /// find what it found then: nothing. See `docs/SIM_ISA.md`, "Hazards".
+    pub recheck_hazards: bool,
 }
 
 impl Default for ExecOptions {
@@ -37,6 +44,7 @@ impl Default for ExecOptions {
             record_descriptors: true,
             max_events: 1 << 20,
             max_hazards: 64,
+            recheck_hazards: false,
         }
     }
 }
@@ -260,6 +268,10 @@ pub struct ExecReport {
     pub notifications: Vec<Notification>,
     /// Hazards found (at most `max_hazards`).
     pub hazards: Vec<Hazard>,
+    /// Whether this execution ran the hazard check: `false` when an earlier execution of the
+    /// same loaded program at the same tensor addresses completed without a hazard (see
+    /// [`ExecOptions::recheck_hazards`]).
+    pub hazards_checked: bool,
     /// The event log (when recorded).
     pub events: Vec<Event>,
     /// Whether events were dropped at `max_events`.
