@@ -212,7 +212,9 @@ pub(crate) fn bench(a: &BenchArgs) -> Result<()> {
             r.field(
                 "note",
                 "host times measure the simulator on this machine, not the device; threads share \
-                 one simulated device, which runs one execution at a time",
+                 one simulated device, which runs one execution at a time; the first clean \
+                 execution at a set of tensor addresses checks for hazards, later ones there \
+                 skip the check (docs/SIM_ISA.md)",
             );
             if let (Some(imp), Some(report)) = (&imported, &res.report) {
                 crate::onnx::node_table(&mut r, imp, report);

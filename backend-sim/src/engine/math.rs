@@ -12,7 +12,7 @@ mod fast;
 mod fused;
 mod matmul;
 
-pub(crate) use self::matmul::matmul_stationary_any_nan;
+pub(crate) use self::matmul::{matmul_stationary_any_nan, matmul_store_fast};
 use super::isa::ActFunc;
 use super::nan::canon;
 

@@ -187,6 +187,42 @@ impl OnChip {
         Some((v, self.stride / 4))
     }
 
+    /// [`rows_f32`](Self::rows_f32), mutable, for writing: marks the rows' bytes written as
+    /// [`write`](Self::write) does. `None` (nothing marked) in the same cases.
+    pub(crate) fn rows_f32_mut(
+        &mut self,
+        p0: usize,
+        rows: usize,
+        offset: usize,
+        n: usize,
+    ) -> Option<(&mut [f32], usize)> {
+        if !cfg!(target_endian = "little") || rows == 0 || self.stride % 4 != 0 {
+            return None;
+        }
+        let len = n.checked_mul(4)?;
+        if offset.checked_add(len)? > self.partition_bytes
+            || p0.checked_add(rows)? > self.partitions()
+        {
+            return None;
+        }
+        let start = p0 * self.stride + offset;
+        let end = (p0 + rows - 1) * self.stride + offset + len;
+        // Alignment first, so a refusal marks nothing.
+        if (self.bytes.get(start..end)?.as_ptr() as usize) % 4 != 0 {
+            return None;
+        }
+        for p in p0..p0 + rows {
+            self.mark(p, offset, offset + len);
+            if let Some(hw) = self.high_water.get_mut(p) {
+                *hw = (*hw).max(offset + len);
+            }
+        }
+        let stride = self.stride / 4;
+        let bytes = self.bytes.get_mut(start..end)?;
+        let v: &mut [f32] = bytemuck::try_cast_slice_mut(bytes).ok()?;
+        Some((v, stride))
+    }
+
     /// Copies `len` bytes from partition `sp` at `soff` to partition `dp` at `doff` as if
     /// through a buffer (overlap allowed); a source out of range copies zeros, a destination
     /// out of range copies nothing.

@@ -329,10 +329,12 @@ impl Executor<'_, '_> {
                 queue: qi as u8,
                 desc: idx,
             };
-            let rs = d.src.footprint(self.env.bases, d.len);
-            let rd = d.dst.footprint(self.env.bases, d.len);
-            self.check_and_record(rs, false, agent, &clock, actor);
-            self.check_and_record(rd, true, agent, &clock, actor);
+            if self.env.check_hazards {
+                let rs = d.src.footprint(self.env.bases, d.len);
+                let rd = d.dst.footprint(self.env.bases, d.len);
+                self.check_and_record(rs, false, agent, &clock, actor);
+                self.check_and_record(rd, true, agent, &clock, actor);
+            }
             if let Some(tr) = self.queues[q].front_mut() {
                 tr.clock = clock;
             }

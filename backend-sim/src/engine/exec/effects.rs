@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::{Executor, Pending, Stationary};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, ActFunc, Bias, Instr, Space};
-use crate::engine::math::{activation, matmul_stationary_any_nan};
+use crate::engine::math::{activation, matmul_stationary_any_nan, matmul_store_fast};
 use crate::engine::memory::OnChip;
 use crate::engine::nan::canon;
 
@@ -63,7 +63,12 @@ impl Executor<'_, '_> {
                 let mut mv = std::mem::take(&mut self.mm_moving);
                 let n = moving.free_elems() as usize;
                 let k = st.k.min(usize::from(moving.partitions));
-                let src = mem(sbuf, psum, moving.space);
+                // Only the moving operand's memory is borrowed, so PSUM stays writable while
+                // an SBUF tile is read in place.
+                let (src, psum_free) = match moving.space {
+                    Space::Sbuf => (&*sbuf, Some(&mut *psum)),
+                    Space::Psum => (&*psum, None),
+                };
                 let (lo, hi) = moving.byte_range();
                 let p0 = usize::from(moving.start_partition);
                 let p1 = p0 + usize::from(moving.partitions);
@@ -83,6 +88,18 @@ impl Executor<'_, '_> {
                     self.mm_moving_key = Some((moving, generation, ld));
                 }
                 let b: &[f32] = direct.map_or(&mv, |(v, _)| v);
+                let off = dst.offset as usize;
+                let d0 = usize::from(dst.start_partition);
+                // The fast GEMM stores (or accumulates) straight into the PSUM rows, one pass
+                // with no product buffer, where it takes the tile.
+                if let Some((cells, ldc)) =
+                    psum_free.and_then(|ps| ps.rows_f32_mut(d0, st.m, off, n))
+                {
+                    if matmul_store_fast(&st.data, b, ld, cells, ldc, k, st.m, n, accumulate) {
+                        self.mm_moving = mv;
+                        return;
+                    }
+                }
                 // Every element of the product is written (β = 0), so the buffer is reused
                 // without clearing.
                 let mut c = std::mem::take(&mut self.mm_out);
@@ -93,10 +110,7 @@ impl Executor<'_, '_> {
                 // NaN payloads are canonicalised here, as the product is stored (an
                 // accumulation canonicalises its sum anyway).
                 matmul_stationary_any_nan(&st.data, b, ld, c_used, k, st.m, n);
-                let off = dst.offset as usize;
-                for (row, p) in c_used
-                    .chunks_exact(n)
-                    .zip(usize::from(dst.start_partition)..)
+                for (row, p) in c_used.chunks_exact(n).zip(d0..)
                 {
                     let cell = psum.write(p, off, n * 4);
                     store_row(cell, row, accumulate);

@@ -4,18 +4,7 @@
 
 /// `c[i][j] = Σ_k a[k][i] · b[k][j]` for `a` = `[k][m]`, `b` = `[k][n]` with rows `ldb ≥ n`
 /// elements apart, `c` = `[m][n]`, all row-major, through the `gemm` crate (β = 0: `c`'s
-/// previous contents are never read).
-/// Returns `false`, touching nothing, when an operand is shorter than its shape or a dimension
-/// does not fit an `isize` stride.
-///
-/// For `k ≤ 512` the crate takes its whole depth as one block (`kc = min(k, ≥ 512)`), and its
-/// micro-kernels keep one register accumulator per output element, zeroed, then fused
-/// multiply-added in increasing k (plain multiply and add where the CPU has no FMA), and
-/// store `1·acc` (`alpha` is ignored without `read_dst`). That holds on the main path only:
-/// for `k ≤ 2`, or `m` or `n` ≤ 1, the crate switches to vector–vector, matrix–vector or
-/// horizontal (dot-product) kernels whose order differs, so the caller keeps those shapes off
-/// this function (see `gemm_eligible` in the parent module), and `gemm_is_sequential` checks
-/// the order at first use.
+/// previous contents are never read). [`gemm_into`] with `ldc = n`, not accumulating.
 pub(super) fn gemm(
     a: &[f32],
     b: &[f32],
@@ -25,36 +14,77 @@ pub(super) fn gemm(
     m: usize,
     n: usize,
 ) -> bool {
-    if ldb < n {
+    gemm_into(a, b, ldb, c, n, k, m, n, false)
+}
+
+/// `c[i][j] (+)= Σ_k a[k][i] · b[k][j]` for `a` = `[k][m]`, `b` = `[k][n]` with rows `ldb ≥ n`
+/// elements apart, `c`'s rows `ldc ≥ n` elements apart, all row-major, through the `gemm`
+/// crate. Without `accumulate`, `c`'s previous contents are never read (the crate stores
+/// `1·acc`); with it, each element becomes `c + acc`, one rounding (the crate's `read_dst`
+/// epilogue with α = β = 1: both factors exact). Elements between rows are not touched.
+/// Returns `false`, touching nothing, when an operand is shorter than its shape or a dimension
+/// does not fit an `isize` stride.
+///
+/// For `k ≤ 512` the crate takes its whole depth as one block (`kc = min(k, ≥ 512)`), and its
+/// micro-kernels keep one register accumulator per output element, zeroed, then fused
+/// multiply-added in increasing k (plain multiply and add where the CPU has no FMA), and
+/// only then combine it with the destination. That holds on the main path only:
+/// for `k ≤ 2`, or `m` or `n` ≤ 1, the crate switches to vector–vector, matrix–vector or
+/// horizontal (dot-product) kernels whose order differs, so the caller keeps those shapes off
+/// this function (see `gemm_eligible` in the parent module), and `gemm_follows_rule` checks
+/// the order, the fusion and the accumulation at first use.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm_into(
+    a: &[f32],
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    k: usize,
+    m: usize,
+    n: usize,
+    accumulate: bool,
+) -> bool {
+    if ldb < n || ldc < n {
         return false;
     }
-    // `b`'s last row needs only its first `n` elements.
-    let kl = match k.checked_sub(1) {
+    // `b`'s and `c`'s last rows need only their first `n` elements.
+    let last_row = |rows: usize, ld: usize| match rows.checked_sub(1) {
         None => Some(0),
-        Some(last) => last.checked_mul(ldb).and_then(|x| x.checked_add(n)),
+        Some(last) => last.checked_mul(ld).and_then(|x| x.checked_add(n)),
     };
-    let (Some(km), Some(kl), Some(mn)) = (k.checked_mul(m), kl, m.checked_mul(n)) else {
+    let (Some(km), Some(kl), Some(mn)) = (k.checked_mul(m), last_row(k, ldb), last_row(m, ldc))
+    else {
         return false;
     };
     let (Some(a), Some(b), Some(c)) = (a.get(..km), b.get(..kl), c.get_mut(..mn)) else {
         return false;
     };
-    let (Ok(ms), Ok(ns), Ok(ls)) = (isize::try_from(m), isize::try_from(n), isize::try_from(ldb))
+    let (Ok(ms), Ok(ls), Ok(lc)) = (isize::try_from(m), isize::try_from(ldb), isize::try_from(ldc))
     else {
         return false;
     };
+    if isize::try_from(n).is_err() {
+        return false;
+    }
     if k == 0 || m == 0 || n == 0 {
-        c.fill(0.0);
+        if !accumulate {
+            for row in c.chunks_mut(ldc.max(1)) {
+                row.iter_mut().take(n).for_each(|x| *x = 0.0);
+            }
+        }
         return true;
     }
     // SAFETY: the crate reads `lhs(i, kk) = a[kk·m + i]` (row stride 1, column stride m) for
     // i < m, kk < k, and `rhs(kk, j) = b[kk·ldb + j]` (row stride ldb, column stride 1) for
     // j < n ≤ ldb: the largest offsets, (k−1)·m + m−1 < k·m and (k−1)·ldb + n−1 <
-    // (k−1)·ldb + n, lie inside the slices just bounded to exactly those lengths. It writes `dst(i, j) = c[i·n + j]` (row stride n,
-    // column stride 1), largest offset (m−1)·n + n−1 < m·n, inside `c`, which is a unique
-    // borrow and so aliases neither input. `read_dst = false`, so `c`'s prior contents (any
-    // bits) are never read. `Parallelism::None` keeps the call on this thread, so the borrows
-    // outlive every access. Strides fit `isize` (checked above).
+    // (k−1)·ldb + n, lie inside the slices just bounded to exactly those lengths. It reads
+    // (with `read_dst`) and writes `dst(i, j) = c[i·ldc + j]` (row stride ldc, column stride
+    // 1) for i < m, j < n ≤ ldc, largest offset (m−1)·ldc + n−1, inside `c` (bounded to
+    // (m−1)·ldc + n); `c` is a unique borrow and so aliases neither input. Without
+    // `read_dst`, `c`'s prior contents (any bits) are never read. `Parallelism::None` keeps
+    // the call on this thread, so the borrows outlive every access. Strides fit `isize`
+    // (checked above).
     unsafe {
         ::gemm::gemm(
             m,
@@ -62,15 +92,15 @@ pub(super) fn gemm(
             k,
             c.as_mut_ptr(),
             1,
-            ns,
-            false,
+            lc,
+            accumulate,
             a.as_ptr(),
             ms,
             1,
             b.as_ptr(),
             1,
             ls,
-            0.0f32,
+            1.0f32,
             1.0f32,
             false,
             false,

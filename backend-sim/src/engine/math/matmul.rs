@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use super::fast::gemm;
+use super::fast::{gemm, gemm_into};
 use crate::engine::nan::canon;
 
 /// The largest K the fast path takes. The `gemm` crate (0.19) splits K into blocks of at
@@ -99,6 +99,44 @@ pub(crate) fn matmul_stationary_any_nan(
     matmul_rule(a, b, ldb, c, k, m, n);
 }
 
+/// The product of `a` = `[k][m]` (stationary) and `b` = `[k][n]` (moving, rows `ldb ≥ n`
+/// apart) stored into `c`'s first `m` rows (`ldc ≥ n` elements apart; elements between rows
+/// untouched): added to what is there, one rounding, with `accumulate`, replacing it otherwise;
+/// NaN results canonical. That is the engine's PSUM store of a product (`c + product` in
+/// binary32, the product by [`matmul_stationary`]'s rule) done by the fast GEMM in one pass,
+/// without a product buffer. `false`, touching nothing, where the fast GEMM does not take the
+/// tile (shape, CPU or probes): the caller computes the product and stores it itself.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_store_fast(
+    a: &[f32],
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    k: usize,
+    m: usize,
+    n: usize,
+    accumulate: bool,
+) -> bool {
+    if !(gemm_eligible(k, m, n) && gemm_follows_rule())
+        || !gemm_into(a, b, ldb.max(n), c, ldc, k, m, n, accumulate)
+    {
+        return false;
+    }
+    const NAN: f32 = crate::engine::CANONICAL_NAN;
+    for row in c.chunks_mut(ldc.max(1)).take(m) {
+        let used = n.min(row.len());
+        let row = &mut row[..used];
+        // A read-only scan first (it vectorises); NaN results are rare.
+        if row.iter().fold(false, |any, x| any | x.is_nan()) {
+            row.iter_mut()
+                .filter(|x| x.is_nan())
+                .for_each(|x| *x = NAN);
+        }
+    }
+    true
+}
+
 /// The rule, literally: `c[i][j] = fma(a_{k−1}, b_{k−1}, … fma(a0, b0, +0))`, each step
 /// `f32::mul_add` (a correctly rounded fused multiply-add on every target: the instruction
 /// where the CPU has one, the C library's `fmaf` otherwise), NaN results canonical. Loop order
@@ -151,10 +189,29 @@ pub(crate) fn gemm_follows_rule() -> bool {
                     .all(|(x, y)| x.to_bits() == y.to_bits())
             }
         };
+        // The accumulating store: `c` prefilled, rows `n + 3` apart; each element must become
+        // `c + product` (the product from +0 by the rule, then one rounding), the gaps
+        // untouched. A kernel that started its accumulator from `c` instead rounds the
+        // probe's small terms away against the larger running sum and fails.
+        let accumulates = |(a, b): (Vec<f32>, Vec<f32>), k: usize, m: usize, n: usize, ldb: usize| {
+            let ldc = n + 3;
+            let fill = |i: usize| 1.0 + (i % 5) as f32;
+            let mut fast: Vec<f32> = (0..m * ldc).map(fill).collect();
+            let mut product = vec![0f32; m * n];
+            matmul_rule(&a, &b, ldb, &mut product, k, m, n);
+            gemm_eligible(k, m, n)
+                && gemm_into(&a, &b, ldb, &mut fast, ldc, k, m, n, true)
+                && fast.iter().enumerate().all(|(idx, x)| {
+                    let (i, j) = (idx / ldc, idx % ldc);
+                    let want = if j < n { fill(idx) + product[i * n + j] } else { fill(idx) };
+                    x.to_bits() == want.to_bits()
+                })
+        };
         cpu_has_fma()
             && PROBE_SHAPES.iter().all(|&(m, n, ldb)| {
                 agrees(probe_operands(m, n, ldb), GEMM_MAX_K, m, n, ldb)
                     && agrees(fusion_operands(m, n, ldb), 3, m, n, ldb)
+                    && accumulates(probe_operands(m, n, ldb), GEMM_MAX_K, m, n, ldb)
             })
     })
 }
