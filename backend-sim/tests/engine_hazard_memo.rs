@@ -10,8 +10,8 @@
 use nrt_core::NrtStatus;
 use nrt_sim::Instance;
 use nrt_sim::engine::{
-    AccessPattern, ActFunc, Bias, DType, Device, DmaDescriptor, DmaEndpoint, EngineId,
-    ExecOptions, Instr, MemKind, Program, ProgramBuilder, Space, encode_f32,
+    AccessPattern, ActFunc, Bias, DType, Device, DmaDescriptor, DmaEndpoint, EngineId, ExecOptions,
+    Instr, MemKind, Program, ProgramBuilder, Space, encode_f32,
 };
 
 const COLS: u32 = 64;
@@ -41,8 +41,22 @@ fn program() -> Program {
     );
     let sbuf = |partition: u8, offset: u32| DmaEndpoint::Sbuf { partition, offset };
     let hbm = |tensor: u32| DmaEndpoint::Hbm { tensor, offset: 0 };
-    b.dma_on(EngineId::GpSimd, 1, 0, &row_desc(sbuf(2, 0), hbm(z)), other, 1);
-    b.dma_on(EngineId::Sync, 0, 0, &row_desc(hbm(x), sbuf(0, 0)), loaded, 1);
+    b.dma_on(
+        EngineId::GpSimd,
+        1,
+        0,
+        &row_desc(sbuf(2, 0), hbm(z)),
+        other,
+        1,
+    );
+    b.dma_on(
+        EngineId::Sync,
+        0,
+        0,
+        &row_desc(hbm(x), sbuf(0, 0)),
+        loaded,
+        1,
+    );
     b.wait(EngineId::Scalar, loaded, 1);
     let ap = |off: u32| AccessPattern::new(Space::Sbuf, DType::F32, 0, 1, off, &[(COLS as u16, 1)]);
     b.push(
@@ -57,7 +71,14 @@ fn program() -> Program {
     );
     b.signal(EngineId::Scalar, done, 1);
     b.wait(EngineId::Sync, done, 1);
-    b.dma_on(EngineId::Sync, 0, 0, &row_desc(sbuf(0, 1024), hbm(y)), stored, 1);
+    b.dma_on(
+        EngineId::Sync,
+        0,
+        0,
+        &row_desc(sbuf(0, 1024), hbm(y)),
+        stored,
+        1,
+    );
     b.wait(EngineId::Sync, stored, 1);
     b.wait(EngineId::GpSimd, other, 1);
     b.build().unwrap()

@@ -1,8 +1,8 @@
 //! A simulated device: sparse HBM shared by its cores, per-core SBUF/PSUM, program loading,
 //! I/O by tensor name and execution.
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use nrt_core::{Error, err};
 

@@ -110,8 +110,7 @@ impl Executor<'_, '_> {
                 // NaN payloads are canonicalised here, as the product is stored (an
                 // accumulation canonicalises its sum anyway).
                 matmul_stationary_any_nan(&st.data, b, ld, c_used, k, st.m, n);
-                for (row, p) in c_used.chunks_exact(n).zip(d0..)
-                {
+                for (row, p) in c_used.chunks_exact(n).zip(d0..) {
                     let cell = psum.write(p, off, n * 4);
                     store_row(cell, row, accumulate);
                 }

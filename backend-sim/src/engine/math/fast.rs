@@ -60,8 +60,11 @@ pub(super) fn gemm_into(
     let (Some(a), Some(b), Some(c)) = (a.get(..km), b.get(..kl), c.get_mut(..mn)) else {
         return false;
     };
-    let (Ok(ms), Ok(ls), Ok(lc)) = (isize::try_from(m), isize::try_from(ldb), isize::try_from(ldc))
-    else {
+    let (Ok(ms), Ok(ls), Ok(lc)) = (
+        isize::try_from(m),
+        isize::try_from(ldb),
+        isize::try_from(ldc),
+    ) else {
         return false;
     };
     if isize::try_from(n).is_err() {

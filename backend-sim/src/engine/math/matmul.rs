@@ -118,9 +118,10 @@ pub(crate) fn matmul_store_fast(
     n: usize,
     accumulate: bool,
 ) -> bool {
-    if !(gemm_eligible(k, m, n) && gemm_follows_rule())
-        || !gemm_into(a, b, ldb.max(n), c, ldc, k, m, n, accumulate)
-    {
+    let stored = gemm_eligible(k, m, n)
+        && gemm_follows_rule()
+        && gemm_into(a, b, ldb.max(n), c, ldc, k, m, n, accumulate);
+    if !stored {
         return false;
     }
     const NAN: f32 = crate::engine::CANONICAL_NAN;
@@ -129,9 +130,7 @@ pub(crate) fn matmul_store_fast(
         let row = &mut row[..used];
         // A read-only scan first (it vectorises); NaN results are rare.
         if row.iter().fold(false, |any, x| any | x.is_nan()) {
-            row.iter_mut()
-                .filter(|x| x.is_nan())
-                .for_each(|x| *x = NAN);
+            row.iter_mut().filter(|x| x.is_nan()).for_each(|x| *x = NAN);
         }
     }
     true
@@ -174,7 +173,10 @@ pub(crate) fn matmul_rule(
 ///   of 2^−24 that a running sum near 1 rounds away but a partial sum keeps) equal
 ///   [`matmul_rule`]'s bits, so a blocked, split or reordered accumulation fails it;
 /// - the fusion probe ([`fusion_operands`]): a K = 3 product that is 2^−24 fused and 0 with a
-///   separately rounded product equals the rule's bits, so a kernel that does not fuse fails it.
+///   separately rounded product equals the rule's bits, so a kernel that does not fuse fails it;
+/// - the accumulation probe: the order probe's product stored with `accumulate` onto
+///   prefilled rows with gaps gives `c + product` (one rounding) and leaves the gaps alone,
+///   as [`matmul_store_fast`] relies on.
 ///
 /// When it fails, every matmul takes [`super::fused`]'s kernel or the scalar loop.
 pub(crate) fn gemm_follows_rule() -> bool {
@@ -193,20 +195,25 @@ pub(crate) fn gemm_follows_rule() -> bool {
         // `c + product` (the product from +0 by the rule, then one rounding), the gaps
         // untouched. A kernel that started its accumulator from `c` instead rounds the
         // probe's small terms away against the larger running sum and fails.
-        let accumulates = |(a, b): (Vec<f32>, Vec<f32>), k: usize, m: usize, n: usize, ldb: usize| {
-            let ldc = n + 3;
-            let fill = |i: usize| 1.0 + (i % 5) as f32;
-            let mut fast: Vec<f32> = (0..m * ldc).map(fill).collect();
-            let mut product = vec![0f32; m * n];
-            matmul_rule(&a, &b, ldb, &mut product, k, m, n);
-            gemm_eligible(k, m, n)
-                && gemm_into(&a, &b, ldb, &mut fast, ldc, k, m, n, true)
-                && fast.iter().enumerate().all(|(idx, x)| {
-                    let (i, j) = (idx / ldc, idx % ldc);
-                    let want = if j < n { fill(idx) + product[i * n + j] } else { fill(idx) };
-                    x.to_bits() == want.to_bits()
-                })
-        };
+        let accumulates =
+            |(a, b): (Vec<f32>, Vec<f32>), k: usize, m: usize, n: usize, ldb: usize| {
+                let ldc = n + 3;
+                let fill = |i: usize| 1.0 + (i % 5) as f32;
+                let mut fast: Vec<f32> = (0..m * ldc).map(fill).collect();
+                let mut product = vec![0f32; m * n];
+                matmul_rule(&a, &b, ldb, &mut product, k, m, n);
+                gemm_eligible(k, m, n)
+                    && gemm_into(&a, &b, ldb, &mut fast, ldc, k, m, n, true)
+                    && fast.iter().enumerate().all(|(idx, x)| {
+                        let (i, j) = (idx / ldc, idx % ldc);
+                        let want = if j < n {
+                            fill(idx) + product[i * n + j]
+                        } else {
+                            fill(idx)
+                        };
+                        x.to_bits() == want.to_bits()
+                    })
+            };
         cpu_has_fma()
             && PROBE_SHAPES.iter().all(|&(m, n, ldb)| {
                 agrees(probe_operands(m, n, ldb), GEMM_MAX_K, m, n, ldb)
@@ -394,6 +401,52 @@ mod tests {
         }
         // Rounding the products first would give other bits on the fp32 tiles past K = 2.
         assert!(observable >= 5, "{observable}");
+    }
+
+    /// The fast store into PSUM rows (`ldc` apart) gives what the engine's store of the rule's
+    /// product gives: `canon(c + product)` with `accumulate`, `canon(product)` without, and
+    /// leaves the elements between rows alone; NaNs (∞ − ∞ across the accumulation, a NaN
+    /// already there) come out canonical.
+    #[test]
+    fn the_fast_store_is_the_rules_product_stored() {
+        if !(cpu_has_fma() && gemm_follows_rule()) {
+            return; // nothing to compare: every tile takes the store of the rule's product
+        }
+        for (s, &(k, m, n)) in SHAPES.iter().enumerate() {
+            if !gemm_eligible(k, m, n) {
+                let mut c = vec![0f32; m * n];
+                let (a, b) = (vec![1f32; k * m], vec![1f32; k * n]);
+                assert!(!matmul_store_fast(&a, &b, n, &mut c, n, k, m, n, true));
+                continue;
+            }
+            let a = operands(70 + s as u64, k * m, DType::F32, -30, 30);
+            let mut b = operands(80 + s as u64, k * n, DType::F32, -30, 30);
+            b[0] = f32::INFINITY; // column 0 of every output row: ±∞ or NaN
+            let product: Vec<u32> = rule(&a, &b, k, m, n);
+            let ldc = n + 5;
+            for accumulate in [false, true] {
+                let mut r = Rng(90 + s as u64);
+                let mut c: Vec<f32> = (0..m * ldc).map(|_| r.value(-30, 30)).collect();
+                c[1] = f32::NEG_INFINITY;
+                if n > 1 {
+                    c[ldc + 1.min(n - 1)] = f32::from_bits(0x7FA0_0001); // a signalling NaN
+                }
+                let before = c.clone();
+                assert!(matmul_store_fast(
+                    &a, &b, n, &mut c, ldc, k, m, n, accumulate
+                ));
+                for (idx, (&x, &old)) in c.iter().zip(&before).enumerate() {
+                    let (i, j) = (idx / ldc, idx % ldc);
+                    let want = if i >= m || j >= n {
+                        old.to_bits()
+                    } else {
+                        let p = f32::from_bits(product[i * n + j]);
+                        canon(if accumulate { old + p } else { p }).to_bits()
+                    };
+                    assert_eq!(x.to_bits(), want, "{k}x{m}x{n} acc {accumulate} ({i}, {j})");
+                }
+            }
+        }
     }
 
     /// The engine gathers moving rows with a padded stride: the bits do not depend on it, on
