@@ -132,6 +132,7 @@ impl Published {
     }
 
     /// The published topology's logical-core size (one load).
+    #[cfg(feature = "alloc")]
     #[inline]
     fn lnc_size(&self) -> u32 {
         self.lnc_size.load(Ordering::Acquire)
