@@ -32,6 +32,14 @@ impl Instance {
         }
     }
 
+    /// The published figures of this family's NeuronCore generation.
+    pub const fn core_spec(self) -> &'static crate::engine::CoreSpec {
+        match self {
+            Instance::Inf2 | Instance::Trn1 => &crate::engine::NEURONCORE_V2,
+            Instance::Trn2 => &crate::engine::NEURONCORE_V3,
+        }
+    }
+
     /// HBM per device, bytes.
     pub const fn hbm_bytes_per_device(self) -> u64 {
         match self {

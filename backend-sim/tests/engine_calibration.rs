@@ -1,5 +1,17 @@
-//! Calibration against figures derived from the published cost rules (±10 %), port conflicts,
-//! the TensorE → VectorE pipeline and its hazard, timeouts.
+//! Calibration against published figures, and the qualitative behaviour of the timing model
+//! (port conflicts, the TensorE → VectorE pipeline and its hazard, timeouts).
+//!
+//! Every expected value in the first part is a figure AWS published, cited at the test, never
+//! a value computed from the simulator's constants. Where a figure was used to *fit* one of
+//! the model's constants, the test says so: it checks that the fit holds, and it does not
+//! count as validation. Sources (aws-neuron/aws-neuron-sdk):
+//!
+//! * DO: `nki/get-started/about/nki-dma-overview.rst` (@ 81ce03ae), the two profiled DMA
+//!   examples (trn2);
+//! * DB: `nki/deep-dives/nki-dma-bandwidth-guide.rst` (@ 81ce03ae), per-engine bandwidth;
+//! * A2 / A3: `nki/guides/architecture/trainium_inferentia2_arch.rst` and
+//!   `trainium2_arch.rst` (@ 81ce03ae), clocks, peak rates, cost rules;
+//! * KO: `nki/guides/tutorials/kernel-optimization.rst` (@ 81ce03ae), the trn2 matmul profile.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -10,7 +22,6 @@ use nrt_sim::Instance;
 use nrt_sim::engine::{
     AccessPattern, ActFunc, AluOp, Bias, DType, Device, DmaDescriptor, DmaEndpoint, EngineId,
     EventKind, ExecOptions, ExecReport, Instr, Program, ProgramBuilder, Space, TIMING_MODEL, Track,
-    timing,
 };
 
 const TICK_NS: f64 = 1.0 / 1.4;
@@ -23,13 +34,17 @@ fn within(got: f64, want: f64, what: &str) {
     );
 }
 
-fn exec(p: Program, inputs: &[(&str, &[u8])]) -> ExecReport {
-    let mut dev = Device::new(Instance::Trn1);
+fn exec_on(instance: Instance, p: Program, inputs: &[(&str, &[u8])]) -> ExecReport {
+    let mut dev = Device::new(instance);
     let lp = dev.load(0, p).unwrap();
     for (n, b) in inputs {
         dev.write_tensor(&lp, n, b).unwrap();
     }
     dev.execute(&lp, &ExecOptions::default()).unwrap()
+}
+
+fn exec(p: Program, inputs: &[(&str, &[u8])]) -> ExecReport {
+    exec_on(Instance::Trn1, p, inputs)
 }
 
 fn slices<'a>(
@@ -45,44 +60,83 @@ fn slices<'a>(
     })
 }
 
-#[test]
-fn dma_32k_single_engine_is_1416ns() {
-    let mut b = ProgramBuilder::new("dma32k");
-    let t = b.input("x", DType::Bf16, &[16384]);
+/// One transfer on DMA engine 0 from SyncE: `rows` descriptors of `row_bytes` each, from an
+/// HBM tensor into partitions 0.. of SBUF (a `[rows, row_bytes]` load, as in the DMA
+/// overview's examples). Returns the transfer's duration on its engine, ns.
+fn one_engine_load(instance: Instance, rows: u32, row_bytes: u32) -> f64 {
+    let mut b = ProgramBuilder::new("load");
+    let t = b.input("x", DType::Bf16, &[u64::from(rows * row_bytes / 2)]);
     let s = b.sem().unwrap();
-    let d = DmaDescriptor {
-        src: DmaEndpoint::Hbm {
-            tensor: t,
-            offset: 0,
-        },
-        dst: DmaEndpoint::Sbuf {
-            partition: 0,
-            offset: 0,
-        },
-        len: 32768,
-    };
-    b.dma_on(EngineId::Sync, 0, 0, &[d], s, 1);
+    let descs: Vec<DmaDescriptor> = (0..rows)
+        .map(|p| DmaDescriptor {
+            src: DmaEndpoint::Hbm {
+                tensor: t,
+                offset: u64::from(p * row_bytes),
+            },
+            dst: DmaEndpoint::Sbuf {
+                partition: p as u8,
+                offset: 0,
+            },
+            len: row_bytes,
+        })
+        .collect();
+    b.dma_on(EngineId::Sync, 0, 0, &descs, s, 1);
     b.wait(EngineId::Sync, s, 1);
-    let r = exec(b.build().unwrap(), &[]);
+    let r = exec_on(instance, b.build().unwrap(), &[]);
     r.result().unwrap();
+    assert_eq!(r.timing_model, TIMING_MODEL);
+    assert!(!r.validated_against_hw);
+    check_counters(&r);
     let transfer = r
         .events
         .iter()
         .find(|e| matches!(e.kind, EventKind::Transfer { .. }))
         .unwrap();
-    // Published example: 32 KiB on one engine takes 1,416 ns.
-    within(
-        transfer.dur as f64 * TICK_NS,
-        1416.0,
-        "32 KiB single-engine transfer (ns)",
-    );
-    assert_eq!(r.timing_model, TIMING_MODEL);
-    assert!(!r.validated_against_hw);
-    check_counters(&r);
+    transfer.dur as f64 * TICK_NS
 }
 
+/// Validation. DO, example 1 (trn2): "the first DMA engine takes 1416 ns to load 32 KiB"
+/// (a `[4, 4096]` bf16 load: four 8 KiB rows on one engine). The model's rate is DB's
+/// table figure for TRN2 (23 B/ns per engine), not this measurement; the fixed cost was
+/// fitted to example 2 (below).
 #[test]
-fn dma_1mib_over_16_engines() {
+fn trn2_dma_32kib_on_one_engine_matches_the_published_1416ns() {
+    within(
+        one_engine_load(Instance::Trn2, 4, 8192),
+        1416.0,
+        "32 KiB on one trn2 DMA engine (ns)",
+    );
+}
+
+/// Fit, not validation. DO, example 2 (trn2): a `[128, 128]` bf16 load spread over 16
+/// engines shows engine 64 busy for "Duration: 97ns" (eight 256-byte rows, 2 KiB). The
+/// NeuronCore-v3 fixed DMA cost on the engine was fitted to it.
+#[test]
+fn trn2_dma_2kib_as_eight_rows_reproduces_its_fit() {
+    within(
+        one_engine_load(Instance::Trn2, 8, 256),
+        97.0,
+        "2 KiB as eight rows on one trn2 DMA engine (ns)",
+    );
+}
+
+/// Fit, not validation. The NeuronCore-v2 fixed DMA costs were fitted so that DO's
+/// 32 KiB example (measured on trn2) takes 1,416 ns at 27.2 GB/s per engine; this keeps the
+/// fit visible. No published trn1 single-transfer measurement exists to check it against.
+#[test]
+fn trn1_dma_32kib_on_one_engine_reproduces_its_fit() {
+    within(
+        one_engine_load(Instance::Trn1, 1, 32768),
+        1416.0,
+        "32 KiB on one trn1 DMA engine (ns)",
+    );
+}
+
+/// Qualitative: sixteen engines moving 1 MiB from HBM are held to the core's share of the
+/// device's HBM bandwidth (A2: 820 GB/s per two-core inf2/trn1 device, so at least
+/// 1 MiB / 410 GB/s = 2,557 ns), and every byte arrives where its descriptor says.
+#[test]
+fn dma_1mib_over_16_engines_is_held_to_the_hbm_share() {
     // 128 x 4096 bf16 (1 MiB): one 8 KiB descriptor per partition, 8 per engine.
     let mut b = ProgramBuilder::new("dma1m");
     let t = b.input("x", DType::Bf16, &[128, 4096]);
@@ -110,86 +164,82 @@ fn dma_1mib_over_16_engines() {
     let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
     r.result().unwrap();
     check_counters(&r);
-    // Derived: 16 engines x 27.2 GB/s = 435 GB/s exceeds the core's share of HBM (820 / 2 =
-    // 410 GB/s), so each engine moves 410/16 GB/s; per engine: transfer latency + 8 x
-    // (descriptor overhead + 8 KiB at that rate).
-    let per_engine_bps = (27.2e9f64).min(410e9 / 16.0);
-    let data_ns = 8192.0 / per_engine_bps * 1e9;
-    let want_ns = (timing::DMA_TRANSFER_LATENCY_TICKS as f64
-        + 8.0 * timing::DMA_DESCRIPTOR_OVERHEAD_TICKS as f64)
-        * TICK_NS
-        + 8.0 * data_ns;
-    within(r.nanoseconds(), want_ns, "1 MiB over 16 engines (ns)");
-    // And against the bare bandwidth figure: 1 MiB / 410 GB/s = 2.56 us of data movement.
-    assert!(r.nanoseconds() > 2557.0);
+    assert!(r.nanoseconds() > 2557.0, "{} ns", r.nanoseconds());
     let bw: u64 = r.dma_engines.iter().map(|c| c.stall_bandwidth).sum();
     assert!(bw > 0, "HBM share should throttle 16 engines");
     let bytes: u64 = r.dma_engines.iter().map(|c| c.bytes).sum();
     assert_eq!(bytes, 1 << 20);
-    // The data arrived: partition p holds bytes [p*8192, (p+1)*8192) of the tensor.
     let sbuf = dev.sbuf(0).unwrap();
     for p in [0usize, 1, 77, 127] {
         assert_eq!(sbuf.read(p, 0, 8192), &data[p * 8192..(p + 1) * 8192]);
     }
-    println!(
-        "1 MiB / 16 engines: {:.0} ns (derived {want_ns:.0} ns)",
-        r.nanoseconds()
-    );
 }
 
-#[test]
-fn matmul_tile_after_load_stationary_is_256_ticks() {
+/// `count` back-to-back matmuls of `[128, 128]` stationary by `[128, 512]` moving in `dt`,
+/// each after its own LoadStationary, on `instance`: TensorE's busy time per matmul, ns.
+fn matmul_stream_ns(instance: Instance, dt: DType, count: u32) -> f64 {
     let mut b = ProgramBuilder::new("mm");
-    b.push(
-        EngineId::Tensor,
-        Instr::LoadStationary {
-            src: AccessPattern::sbuf(DType::Bf16, 0, 128, 0, 128),
-        },
-    );
-    b.push(
-        EngineId::Tensor,
-        Instr::MultiplyMoving {
-            moving: AccessPattern::sbuf(DType::Bf16, 0, 128, 1024, 512),
-            dst: AccessPattern::psum(DType::F32, 0, 128, 0, 512),
-            accumulate: false,
-        },
-    );
-    let r = exec(b.build().unwrap(), &[]);
+    for i in 0..count {
+        b.push(
+            EngineId::Tensor,
+            Instr::LoadStationary {
+                src: AccessPattern::sbuf(dt, 0, 128, 0, 128),
+            },
+        );
+        b.push(
+            EngineId::Tensor,
+            Instr::MultiplyMoving {
+                moving: AccessPattern::sbuf(dt, 0, 128, 4096, 512),
+                dst: AccessPattern::psum(DType::F32, 0, 128, (i % 8) * 2048, 512),
+                accumulate: false,
+            },
+        );
+    }
+    let r = exec_on(instance, b.build().unwrap(), &[]);
     r.result().unwrap();
-    let (_, mm) = slices(&r, EngineId::Tensor, "MultiplyMoving")
-        .next()
-        .unwrap();
-    // max(512, 64) PE cycles at 2.8 GHz = 256 ticks.
-    within(mm as f64, 256.0, "MultiplyMoving ticks");
-    let (_, ls) = slices(&r, EngineId::Tensor, "LoadStationary")
-        .next()
-        .unwrap();
-    assert!(ls < mm / 4 + 2, "fast LoadStationary: {ls}");
-    // fp32 costs four times as much.
-    let mut b = ProgramBuilder::new("mm32");
-    b.push(
-        EngineId::Tensor,
-        Instr::LoadStationary {
-            src: AccessPattern::sbuf(DType::F32, 0, 128, 0, 128),
-        },
-    );
-    b.push(
-        EngineId::Tensor,
-        Instr::MultiplyMoving {
-            moving: AccessPattern::sbuf(DType::F32, 0, 128, 1024, 512),
-            dst: AccessPattern::psum(DType::F32, 0, 128, 0, 512),
-            accumulate: false,
-        },
-    );
-    let r = exec(b.build().unwrap(), &[]);
-    let (_, mm32) = slices(&r, EngineId::Tensor, "MultiplyMoving")
-        .next()
-        .unwrap();
-    assert_eq!(mm32, 4 * mm);
+    r.engine(EngineId::Tensor).active as f64 * TICK_NS / f64::from(count)
 }
 
-fn exp_on(engine: EngineId, src: AccessPattern) -> Instr {
-    let _ = engine;
+/// Validation. KO (trn2, fp32 `[4096, 8192] @ [8192, 8192]` in 128 × 128 × 512 tiles):
+/// version 5's profile shows TensorE active 28.16 ms (99.50 % of 28.30 ms) for its 32,768
+/// tile matmuls, 859 ns each.
+#[test]
+fn trn2_fp32_matmul_tile_matches_the_published_profile() {
+    within(
+        matmul_stream_ns(Instance::Trn2, DType::F32, 64),
+        28.16e6 / 32768.0,
+        "fp32 [128,128] x [128,512] matmul on trn2 (ns)",
+    );
+}
+
+/// Validation. A2: TensorE delivers "92 TFLOPS" for BF16 (and A3: "79" on NeuronCore-v3);
+/// one `[128,128] x [128,512]` matmul is 2·128·128·512 = 16.8 MFLOP, so back-to-back
+/// matmuls at peak take 182 ns (trn1) and 212 ns (trn2).
+#[test]
+fn bf16_matmul_stream_runs_at_the_published_peak() {
+    let flops = 2.0 * 128.0 * 128.0 * 512.0;
+    within(
+        matmul_stream_ns(Instance::Trn1, DType::Bf16, 64),
+        flops / 92e12 * 1e9,
+        "bf16 matmul on trn1 (ns)",
+    );
+    within(
+        matmul_stream_ns(Instance::Trn2, DType::Bf16, 64),
+        flops / 79e12 * 1e9,
+        "bf16 matmul on trn2 (ns)",
+    );
+}
+
+/// Validation of the rule A2 states for fp32: "the instruction cost is roughly 4x higher"
+/// (and A2's 23 TFLOPS for FP32 against 92 for BF16).
+#[test]
+fn fp32_matmul_costs_four_times_bf16() {
+    let bf = matmul_stream_ns(Instance::Trn1, DType::Bf16, 16);
+    let fp = matmul_stream_ns(Instance::Trn1, DType::F32, 16);
+    within(fp / bf, 92.0 / 23.0, "fp32 / bf16 matmul time on trn1");
+}
+
+fn exp_on(src: AccessPattern) -> Instr {
     Instr::Activation {
         func: ActFunc::Exp,
         src,
@@ -199,32 +249,31 @@ fn exp_on(engine: EngineId, src: AccessPattern) -> Instr {
     }
 }
 
+/// The published rule, with the published clocks. A2: an instruction with one input tile
+/// takes "roughly N cycles", plus the ~60-cycle tensor-access overhead; ScalarE runs at
+/// 1.4 GHz on NeuronCore-v2 and 1.2 GHz on v3 (A3), VectorE at 1.12 and 0.96 GHz. For
+/// N = 512: 572 cycles, 409 ns on trn1 ScalarE, 511 ns on VectorE, 477 ns and 596 ns on trn2.
 #[test]
-fn exp_on_scalar_engine_is_n_plus_60_cycles() {
-    let mut b = ProgramBuilder::new("exp");
-    b.push(
-        EngineId::Scalar,
-        exp_on(
-            EngineId::Scalar,
-            AccessPattern::sbuf(DType::F32, 0, 128, 0, 512),
-        ),
-    );
-    let r = exec(b.build().unwrap(), &[]);
-    let (_, d) = slices(&r, EngineId::Scalar, "Activation").next().unwrap();
-    // ScalarE runs at 1.4 GHz: 512 + 60 cycles = 572 ticks.
-    within(d as f64, 572.0, "exp [128,512] on ScalarE (ticks)");
-    // The same instruction on VectorE (1.12 GHz) takes 1.25x the ticks.
-    let mut b = ProgramBuilder::new("exp_v");
-    b.push(
-        EngineId::Vector,
-        exp_on(
-            EngineId::Vector,
-            AccessPattern::sbuf(DType::F32, 0, 128, 0, 512),
-        ),
-    );
-    let r = exec(b.build().unwrap(), &[]);
-    let (_, dv) = slices(&r, EngineId::Vector, "Activation").next().unwrap();
-    within(dv as f64, 572.0 * 1.25, "exp [128,512] on VectorE (ticks)");
+fn exp_takes_n_plus_60_cycles_at_each_engines_clock() {
+    for (instance, engine, ghz) in [
+        (Instance::Trn1, EngineId::Scalar, 1.4),
+        (Instance::Trn1, EngineId::Vector, 1.12),
+        (Instance::Trn2, EngineId::Scalar, 1.2),
+        (Instance::Trn2, EngineId::Vector, 0.96),
+    ] {
+        let mut b = ProgramBuilder::new("exp");
+        b.push(
+            engine,
+            exp_on(AccessPattern::sbuf(DType::F32, 0, 128, 0, 512)),
+        );
+        let r = exec_on(instance, b.build().unwrap(), &[]);
+        let (_, d) = slices(&r, engine, "Activation").next().unwrap();
+        within(
+            d as f64 * TICK_NS,
+            (512.0 + 60.0) / ghz,
+            &format!("exp [128,512] on {engine} of {} (ns)", instance.name()),
+        );
+    }
 }
 
 #[test]
@@ -234,10 +283,7 @@ fn psum_port_conflict_serialises_vector_and_scalar() {
     let mut b = ProgramBuilder::new("psum_conflict");
     b.push(
         EngineId::Scalar,
-        exp_on(
-            EngineId::Scalar,
-            AccessPattern::psum(DType::F32, 0, 128, 0, 512),
-        ),
+        exp_on(AccessPattern::psum(DType::F32, 0, 128, 0, 512)),
     );
     b.push(
         EngineId::Vector,
@@ -261,10 +307,7 @@ fn psum_port_conflict_serialises_vector_and_scalar() {
     let mut b = ProgramBuilder::new("no_conflict");
     b.push(
         EngineId::Scalar,
-        exp_on(
-            EngineId::Scalar,
-            AccessPattern::psum(DType::F32, 0, 128, 0, 512),
-        ),
+        exp_on(AccessPattern::psum(DType::F32, 0, 128, 0, 512)),
     );
     b.push(
         EngineId::Vector,

@@ -165,7 +165,7 @@ fn partition_rules_are_enforced_at_load() {
         (
             EngineId::Scalar,
             Instr::TensorCopy {
-                src: AccessPattern::sbuf(DType::F32, 0, 4, 196_600, 8),
+                src: AccessPattern::sbuf(DType::F32, 0, 4, 229_370, 8),
                 out: AccessPattern::sbuf(DType::F32, 0, 4, 0, 8),
             },
             "outside",

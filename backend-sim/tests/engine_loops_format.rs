@@ -342,18 +342,27 @@ fn malformed_terms_are_refused() {
         ),
         "dynamic term 1: the table must be sorted",
     );
-    // Out of bounds only in the last iteration: 192 KiB partitions, 16 B read at
-    // 100 · 1984 = 198,400 in iteration 100.
-    let p = with(101, &[term(v, 1, TermSlot::Offset(0), 0, 1984)]);
+    // Out of bounds only in the last iteration: the largest SBUF partition is NeuronCore-v3's
+    // 224 KiB (229,376 bytes); 16 B read at 100 · 2296 = 229,600 in iteration 100.
+    let p = with(101, &[term(v, 1, TermSlot::Offset(0), 0, 2296)]);
     let e = p.validate().unwrap_err();
     assert!(
         e.message()
             .contains("VectorE pc 1 (TensorCopy) in iteration [r0=100]"),
         "{e}"
     );
-    with(100, &[term(v, 1, TermSlot::Offset(0), 0, 1984)])
-        .validate()
+    let p = with(100, &[term(v, 1, TermSlot::Offset(0), 0, 2296)]);
+    p.validate().unwrap();
+    // Iteration 99 reads up to 99 · 2296 + 16 = 227,320: inside a v3 partition, past a v2
+    // one (192 KiB), so only a trn2 device loads it.
+    nrt_sim::engine::Device::new(nrt_sim::Instance::Trn2)
+        .load(0, p.clone())
         .unwrap();
+    let e = nrt_sim::engine::Device::new(nrt_sim::Instance::Trn1)
+        .load(0, p)
+        .unwrap_err();
+    assert_eq!(e.status(), NrtStatus::Invalid);
+    assert!(e.message().contains("uses SBUF bytes up to 227320"), "{e}");
     // Negative: below zero in the last iteration.
     let mut p = vector_loop(5, &[copy(64, 4)]);
     p.terms = vec![term(v, 1, TermSlot::Offset(0), 0, -32)];

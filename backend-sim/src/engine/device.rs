@@ -153,6 +153,19 @@ impl Device {
             ));
         }
         program.validate()?;
+        let spec = self.instance.core_spec();
+        let extent = program.sbuf_extent();
+        if extent > spec.sbuf_partition_bytes as u64 {
+            return Err(err!(
+                Invalid,
+                "program '{}' uses SBUF bytes up to {extent} of each partition; a {} partition \
+                 has {} ({} device)",
+                program.name,
+                spec.name,
+                spec.sbuf_partition_bytes,
+                self.instance.name()
+            ));
+        }
         let mut bases = Vec::with_capacity(program.tensors.len());
         for t in &program.tensors {
             let size = t.size_bytes().unwrap_or(u64::MAX);
@@ -311,8 +324,9 @@ impl Device {
             .cores
             .get_mut(lp.core as usize)
             .ok_or_else(|| err!(Invalid, "core {} does not exist", lp.core))?;
+        let spec = self.instance.core_spec();
         let core = slot.get_or_insert_with(|| CoreMem {
-            sbuf: OnChip::sbuf(),
+            sbuf: OnChip::sbuf_of(spec),
             psum: OnChip::psum(),
         });
         core.sbuf.clear();
@@ -330,6 +344,7 @@ impl Device {
             sbuf: &mut core.sbuf,
             psum: &mut core.psum,
             check_hazards,
+            spec,
         };
         let report = run_program(&mut env, opts);
         // Only a complete run proves the schedule clean: a timeout or a stopped instance

@@ -8,7 +8,9 @@ use nrt_core::{Error, err};
 
 /// SBUF partitions per core.
 pub const SBUF_PARTITIONS: usize = 128;
-/// SBUF bytes per partition (192 KiB; 24 MiB per core).
+/// SBUF bytes per partition on NeuronCore-v2 (192 KiB; 24 MiB per core): the size the
+/// project's kernels and lowerings plan for, so their programs run on every generation
+/// (NeuronCore-v3 has 224 KiB: [`CoreSpec::sbuf_partition_bytes`](super::CoreSpec)).
 pub const SBUF_PARTITION_BYTES: usize = 192 * 1024;
 /// PSUM partitions per core.
 pub const PSUM_PARTITIONS: usize = 128;
@@ -100,9 +102,14 @@ impl OnChip {
         }
     }
 
-    /// A zeroed SBUF (128 × 192 KiB).
+    /// A zeroed NeuronCore-v2 SBUF (128 × 192 KiB).
     pub fn sbuf() -> Self {
         Self::new(SBUF_PARTITIONS, SBUF_PARTITION_BYTES)
+    }
+
+    /// A zeroed SBUF of `spec`'s generation (128 partitions of its size).
+    pub fn sbuf_of(spec: &super::CoreSpec) -> Self {
+        Self::new(SBUF_PARTITIONS, spec.sbuf_partition_bytes)
     }
 
     /// A zeroed PSUM (128 × 16 KiB).

@@ -2,9 +2,9 @@
 //! semaphores, 16 DMA engines × 16 queues, the published NKI cost rules, deterministic
 //! execution, hazard detection and timeline traces.
 //!
-//! Every core is modelled with NeuronCore-v2's figures (inf2, trn1): trn2 devices
-//! (NeuronCore-v3) get the v3 core count and HBM size but run with the same v2 memories, clocks
-//! and rates.
+//! Each core is modelled with its generation's published figures ([`CoreSpec`]):
+//! NeuronCore-v2 on inf2 and trn1, NeuronCore-v3 (clocks, 28 MiB SBUF, DMA and HBM rates, no
+//! shared engine ports) on trn2.
 //!
 //! * [`Program`] — a versioned, self-describing program ("NEFF-lite"): named HBM tensors, one
 //!   instruction stream per engine, a DMA descriptor table, initial semaphores.
@@ -52,6 +52,7 @@ mod memory;
 mod nan;
 mod program;
 mod shadow;
+mod spec;
 pub mod trace;
 
 pub use act::{
@@ -85,3 +86,4 @@ pub use program::{
     MAX_NAME_BYTES, MAX_RANK, MAX_STREAM_INSTRS, MAX_TENSOR_BYTES, MAX_TENSORS, MAX_TERMS, Program,
     TensorDecl, TensorKind, assemble, disassemble, reroll,
 };
+pub use spec::{CoreSpec, MAX_SBUF_PARTITION_BYTES, NEURONCORE_V2, NEURONCORE_V3, TICK_MHZ};

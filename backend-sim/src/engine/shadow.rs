@@ -31,7 +31,8 @@ use std::rc::Rc;
 
 use super::exec::report::Actor;
 use super::isa::{Footprint, MemKind, Region};
-use super::memory::{PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES, SBUF_PARTITIONS};
+use super::memory::{PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITIONS};
+use super::spec::MAX_SBUF_PARTITION_BYTES;
 
 /// One access record.
 #[derive(Clone)]
@@ -175,7 +176,7 @@ impl Shadow {
         Self {
             hbm_written,
             cells: Vec::new(),
-            sbuf: Grid::new(SBUF_PARTITIONS, SBUF_PARTITION_BYTES),
+            sbuf: Grid::new(SBUF_PARTITIONS, MAX_SBUF_PARTITION_BYTES),
             psum: Grid::new(PSUM_PARTITIONS, PSUM_PARTITION_BYTES),
             hbm: BTreeMap::new(),
             hbm_cache: [(u64::MAX, 0); HBM_CACHE],

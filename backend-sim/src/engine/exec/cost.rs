@@ -22,7 +22,8 @@ pub const VALIDATED_AGAINST_HW: bool = false;
 /// Ticks per second: one tick is one cycle of the 1.4 GHz SBUF/PSUM interface clock.
 pub const TICKS_PER_SECOND: u64 = 1_400_000_000;
 
-/// Published and derived timing constants.
+/// Published and derived timing constants common to every generation (the figures that
+/// differ by generation are in [`CoreSpec`](crate::engine::CoreSpec)).
 pub mod timing {
     /// `MM_INIT_LATENCY`: the minimum MultiplyMoving initiation interval, PE cycles.
     pub const MM_INIT_LATENCY: u64 = 64;
@@ -37,17 +38,6 @@ pub mod timing {
     pub const SMALL_OR_DEPENDENT_CYCLES: u64 = 100;
     /// Free sizes up to this count as "small".
     pub const SMALL_FREE_SIZE: u64 = 128;
-    /// DMA engine peak, bytes per second (27.2 GB/s).
-    pub const DMA_ENGINE_BYTES_PER_SECOND: u64 = 27_200_000_000;
-    /// HBM bandwidth available to one core, bytes per second: half of the device's
-    /// 820 GB/s (the other core's half is reserved).
-    pub const HBM_BYTES_PER_SECOND_PER_CORE: u64 = 410_000_000_000;
-    /// Fixed cost of each DMA descriptor, ticks (calibration knob).
-    pub const DMA_DESCRIPTOR_OVERHEAD_TICKS: u64 = 64;
-    /// Fixed cost of each DMA transfer (one trigger), before its first descriptor, ticks.
-    /// With [`DMA_DESCRIPTOR_OVERHEAD_TICKS`] this makes one 32 KiB single-descriptor
-    /// transfer take 1,983 ticks = 1,416 ns, the published example.
-    pub const DMA_TRANSFER_LATENCY_TICKS: u64 = 232;
     /// Transfers a DMA queue holds before a trigger stalls.
     pub const DMA_QUEUE_DEPTH: usize = 64;
     /// Control instructions take one tick.
@@ -63,13 +53,7 @@ pub mod timing {
     pub const DMA_TRANSPOSE_SLOWDOWN: (u64, u64) = (10, 9);
 }
 
-// Fluid DMA arithmetic in exact integers: one byte = BYTE units; rates in units per tick.
-// 27.2 GB/s at 1.4 GHz = 136/7 B/tick; 410 GB/s = 2050/7 B/tick; 720720 = lcm(1..=16) makes
-// an equal share of the HBM rate among up to 16 engines exact.
-const LCM16: u64 = 720_720;
-pub(super) const BYTE: u64 = 7 * LCM16;
-pub(super) const ENGINE_RATE: u64 = 136 * LCM16;
-pub(super) const HBM_RATE: u64 = 2050 * LCM16;
+pub(super) use crate::engine::spec::BYTE;
 
 /// The data-phase units of a descriptor: its bytes × [`BYTE`]. A block descriptor moves the
 /// larger of its source and destination blocks (a cast: no published figure; the copy of the
@@ -86,17 +70,6 @@ pub(super) fn dma_units(d: &DmaDescriptor) -> u64 {
             }
         }
         _ => u64::from(d.len) * BYTE,
-    }
-}
-
-/// Engine cycles per tick as `num / den` ticks... expressed as (cycles-per-tick numerator,
-/// tick multiplier): ticks = cycles × den / num.
-#[inline]
-pub(super) const fn clock_ratio(e: EngineId) -> (u64, u64) {
-    match e {
-        EngineId::Tensor => (2, 1), // 2.8 GHz: 2 PE cycles per tick
-        EngineId::Vector => (4, 5), // 1.12 GHz: 0.8 cycles per tick
-        EngineId::Scalar | EngineId::GpSimd | EngineId::Sync => (1, 1),
     }
 }
 

@@ -4,7 +4,7 @@
 //! A transfer whose trigger has dynamic terms moves each descriptor shifted by the trigger's
 //! offsets (checked when it was triggered).
 
-use super::cost::{ENGINE_RATE, HBM_RATE, dma_units, timing};
+use super::cost::dma_units;
 use super::report::{Actor, Event, EventKind, Track};
 use super::{Acct, Executor, Phase, join};
 use crate::engine::isa::{DmaDescriptor, DmaEndpoint, shift_descriptor};
@@ -52,8 +52,9 @@ impl Executor<'_, '_> {
                         self.n_hbm += 1;
                         self.rates_dirty = true;
                     } else {
-                        de.rate = ENGINE_RATE;
-                        self.dma_next[e] = t + remaining.div_ceil(ENGINE_RATE).max(1);
+                        let peak = de.peak;
+                        de.rate = peak;
+                        self.dma_next[e] = t + remaining.div_ceil(peak).max(1);
                     }
                     self.reclass(e);
                 }
@@ -338,12 +339,13 @@ impl Executor<'_, '_> {
             if let Some(tr) = self.queues[q].front_mut() {
                 tr.clock = clock;
             }
-            let overhead = timing::DMA_DESCRIPTOR_OVERHEAD_TICKS
-                + if first_desc {
-                    timing::DMA_TRANSFER_LATENCY_TICKS
-                } else {
-                    0
-                };
+            let spec = self.env.spec;
+            let fixed = if first_desc {
+                spec.dma_transfer_ticks
+            } else {
+                0
+            };
+            let overhead = (spec.dma_descriptor_ticks + fixed).max(1);
             let de = &mut self.dma[e];
             de.phase = Phase::Overhead {
                 until: t + overhead,
@@ -358,8 +360,9 @@ impl Executor<'_, '_> {
     /// Gives every engine moving HBM data its share of the bandwidth. Progress made at the
     /// old rate is applied first, so the result equals stepping every tick.
     pub(super) fn update_rates(&mut self) {
-        let share = HBM_RATE.checked_div(self.n_hbm).unwrap_or(HBM_RATE);
-        let rate = ENGINE_RATE.min(share);
+        let (peak, hbm) = (self.env.spec.engine_rate(), self.env.spec.hbm_rate());
+        let share = hbm.checked_div(self.n_hbm).unwrap_or(hbm);
+        let rate = peak.min(share);
         if rate == self.hbm_rate && !self.rates_dirty {
             return;
         }

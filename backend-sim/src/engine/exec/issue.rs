@@ -3,7 +3,7 @@
 //! DMA triggers, `Notify`, `Halt`) take effect at issue; data-path instructions are checked for
 //! hazards, costed, and occupy their unit until their effects apply (`effects.rs`).
 
-use super::cost::{clock_ratio, op_cycles, timing};
+use super::cost::{op_cycles, timing};
 use super::report::{Actor, Event, EventKind, Notification, Track};
 use super::{Executor, PORT_PSUM_VS, PORT_SBUF_VG, Pending, Transfer, Wait, join};
 use crate::engine::isa::{DmaShift, EngineId, Instr, SemCmp, Space};
@@ -212,7 +212,10 @@ impl Executor<'_, '_> {
         });
     }
 
-    fn ports_needed(engine: EngineId, ins: &Instr) -> [bool; 2] {
+    fn ports_needed(shared: bool, engine: EngineId, ins: &Instr) -> [bool; 2] {
+        if !shared {
+            return [false; 2];
+        }
         let (acc, n) = ins.accesses();
         let mut sbuf = false;
         let mut psum = false;
@@ -238,7 +241,7 @@ impl Executor<'_, '_> {
     fn issue_data(&mut self, i: usize, pc: usize, ins: Instr) -> bool {
         let t = self.t;
         let engine = self.seqs[i].engine;
-        let need = Self::ports_needed(engine, &ins);
+        let need = Self::ports_needed(self.env.spec.shared_ports, engine, &ins);
         let blocked = need
             .iter()
             .zip(self.ports.iter())
@@ -272,7 +275,7 @@ impl Executor<'_, '_> {
         }
         let cycles = op_cycles(&ins, engine, dependent);
         let s = &mut self.seqs[i];
-        let (num, den) = clock_ratio(engine);
+        let (num, den) = self.env.spec.clock(engine);
         let is_ls = matches!(ins, Instr::LoadStationary { .. });
         let frac = if is_ls { &mut s.ls_frac } else { &mut s.frac };
         let total = *frac + cycles * den;

@@ -49,7 +49,7 @@ use std::rc::Rc;
 
 use nrt_core::{NrtStatus, err};
 
-use cost::ENGINE_RATE;
+use crate::engine::spec::CoreSpec;
 pub use cost::{TICKS_PER_SECOND, TIMING_MODEL, VALIDATED_AGAINST_HW, timing};
 pub use report::{
     Access, Actor, Counters, Event, EventKind, ExecOptions, ExecReport, Hazard, Notification, Track,
@@ -150,6 +150,8 @@ struct DmaEng {
     phase: Phase,
     /// Data rate (units per tick) of a data phase; 0 otherwise.
     rate: u64,
+    /// The engine's peak (units per tick): a data phase below it is a bandwidth stall.
+    peak: u64,
     rr: usize,
     /// Tick at which a data phase's `remaining` holds (progress is applied lazily, when the
     /// rate changes: `remaining - rate·(t - since)`, exact integers).
@@ -172,7 +174,7 @@ impl DmaEng {
         match self.phase {
             Phase::Idle => Acct::Idle,
             Phase::Overhead { .. } => Acct::Active,
-            Phase::Data { .. } if self.rate < ENGINE_RATE => Acct::Bandwidth,
+            Phase::Data { .. } if self.rate < self.peak => Acct::Bandwidth,
             Phase::Data { .. } => Acct::Active,
         }
     }
@@ -199,6 +201,8 @@ pub(crate) struct ExecEnv<'a> {
     /// Run the hazard check (`false`: an earlier execution at these addresses proved it
     /// clean; see `ExecOptions::recheck_hazards`).
     pub(crate) check_hazards: bool,
+    /// The generation's figures (clocks, DMA rates, ports).
+    pub(crate) spec: &'static CoreSpec,
 }
 
 /// The executor of one program on one NeuronCore: sequencers, semaphores, DMA queues and
@@ -322,6 +326,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
     } else {
         Vec::new()
     };
+    let peak = env.spec.engine_rate();
     let mut m = Executor {
         env,
         opts: *opts,
@@ -342,6 +347,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             .map(|_| DmaEng {
                 phase: Phase::Idle,
                 rate: 0,
+                peak,
                 rr: 0,
                 since: 0,
                 acct: Acct::Idle,
@@ -350,7 +356,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             .collect(),
         dma_next: [u64::MAX; DMA_ENGINES],
         n_hbm: 0,
-        hbm_rate: ENGINE_RATE,
+        hbm_rate: peak,
         rates_dirty: false,
         start_pending: false,
         wake: true,

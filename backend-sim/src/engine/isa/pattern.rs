@@ -37,10 +37,21 @@ impl Space {
         }
     }
 
-    /// Bytes per partition.
+    /// Bytes per partition on NeuronCore-v2, the size every generation has (what kernels and
+    /// lowerings plan for).
     pub const fn partition_bytes(self) -> usize {
         match self {
             Space::Sbuf => SBUF_PARTITION_BYTES,
+            Space::Psum => PSUM_PARTITION_BYTES,
+        }
+    }
+
+    /// Bytes per partition on the generation with the most (NeuronCore-v3's 224 KiB of SBUF):
+    /// the bound the program validator checks; a device checks a program against its own
+    /// generation when it loads it.
+    pub const fn max_partition_bytes(self) -> usize {
+        match self {
+            Space::Sbuf => crate::engine::MAX_SBUF_PARTITION_BYTES,
             Space::Psum => PSUM_PARTITION_BYTES,
         }
     }
@@ -290,12 +301,12 @@ impl AccessPattern {
             ));
         }
         let (lo, hi) = self.byte_range();
-        if lo < 0 || hi > self.space.partition_bytes() as i64 {
+        if lo < 0 || hi > self.space.max_partition_bytes() as i64 {
             return Err(err!(
                 Invalid,
                 "{what}: bytes [{lo}, {hi}) fall outside the {} partition of {} bytes",
                 self.space.name(),
-                self.space.partition_bytes()
+                self.space.max_partition_bytes()
             ));
         }
         if i64::from(self.offset) % self.dtype.size() as i64 != 0 {

@@ -4,9 +4,8 @@
 use nrt_core::{Error, err};
 
 use crate::engine::isa::{DmaBlock, DmaDescriptor, DmaEndpoint, MemKind};
-use crate::engine::memory::{
-    PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES, SBUF_PARTITIONS,
-};
+use crate::engine::memory::{PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITIONS};
+use crate::engine::spec::MAX_SBUF_PARTITION_BYTES;
 
 /// Checks one descriptor against the program's tensor sizes.
 pub(super) fn validate_descriptor(d: &DmaDescriptor, sizes: &[u64]) -> Result<(), Error> {
@@ -51,7 +50,7 @@ pub(super) fn validate_descriptor(d: &DmaDescriptor, sizes: &[u64]) -> Result<()
             }
             DmaEndpoint::Sbuf { partition, offset } => {
                 if usize::from(partition) >= SBUF_PARTITIONS
-                    || offset as usize + d.len as usize > SBUF_PARTITION_BYTES
+                    || offset as usize + d.len as usize > MAX_SBUF_PARTITION_BYTES
                 {
                     return Err(err!(
                         Invalid,
@@ -148,7 +147,7 @@ fn validate_block(b: &DmaBlock, sizes: &[u64]) -> Result<(), Error> {
         }
         MemKind::Sbuf | MemKind::Psum => {
             let (parts, bytes) = if b.mem == MemKind::Sbuf {
-                (SBUF_PARTITIONS, SBUF_PARTITION_BYTES)
+                (SBUF_PARTITIONS, MAX_SBUF_PARTITION_BYTES)
             } else {
                 (PSUM_PARTITIONS, PSUM_PARTITION_BYTES)
             };

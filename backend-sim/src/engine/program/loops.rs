@@ -35,7 +35,7 @@ pub const MAX_DYNAMIC_INSTRS: u64 = 1 << 32;
 
 /// An open loop during a walk of a stream.
 #[derive(Clone, Copy)]
-struct Open {
+pub(super) struct Open {
     reg: u8,
     count: u32,
     pc: usize,
@@ -43,7 +43,7 @@ struct Open {
 
 /// Walks `stream` checking its loop structure; calls `f` on every instruction with the
 /// loops enclosing it (innermost last). Returns the dynamic instruction count (saturating).
-fn walk(
+pub(super) fn walk(
     engine: EngineId,
     stream: &[Instr],
     mut f: impl FnMut(usize, &Instr, &[Open]) -> Result<(), Error>,
@@ -135,7 +135,7 @@ fn walk(
 /// Calls `f` with the registers of every corner of the ranges of the registers `terms` use
 /// (each at its first or last iteration; the others 0) and the bit set of those registers.
 /// Nothing when an enclosing loop never runs.
-fn for_each_corner(
+pub(super) fn for_each_corner(
     terms: &[DynTerm],
     stack: &[Open],
     mut f: impl FnMut(&[u32; LOOP_REGS], u8) -> Result<(), Error>,

@@ -23,6 +23,7 @@ mod decode_instr;
 mod descriptors;
 mod encode;
 mod encode_instr;
+mod extent;
 mod loops;
 mod reroll;
 mod stationary;

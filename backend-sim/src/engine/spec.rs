@@ -1,0 +1,164 @@
+//! The published figures of each NeuronCore generation that the timing model and the core's
+//! memories depend on ([`CoreSpec`]): engine clocks, SBUF size, DMA engine and HBM rates, the
+//! fixed DMA costs, and the shared-port restrictions. [`Instance::core_spec`](crate::Instance)
+//! picks one per instance family: inf2 and trn1 run [`NEURONCORE_V2`], trn2 runs
+//! [`NEURONCORE_V3`].
+//!
+//! Sources (aws-neuron/aws-neuron-sdk, `nki/`; `docs/SIM_ISA.md`, "Generations", cites each
+//! figure with its file and commit and says which one was chosen where sources disagree):
+//! the architecture guides `guides/architecture/trainium_inferentia2_arch.rst` (v2) and
+//! `trainium2_arch.rst` (v3), the DMA overview `get-started/about/nki-dma-overview.rst` and the
+//! DMA bandwidth guide `deep-dives/nki-dma-bandwidth-guide.rst`.
+
+use super::isa::EngineId;
+
+/// One tick is one cycle of this clock on every generation (NeuronCore-v2's 1.4 GHz SBUF/PSUM
+/// interface clock), so tick counts of different generations compare directly.
+pub const TICK_MHZ: u64 = 1400;
+
+/// The figures of one NeuronCore generation. Rates are whole MB/s (multiples of 200, so the
+/// DMA arithmetic stays exact integers); clocks whole MHz.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoreSpec {
+    /// `"NeuronCore-v2"`, `"NeuronCore-v3"`.
+    pub name: &'static str,
+    /// TensorE (PE array) clock, MHz.
+    pub tensor_mhz: u64,
+    /// VectorE clock, MHz.
+    pub vector_mhz: u64,
+    /// ScalarE clock, MHz.
+    pub scalar_mhz: u64,
+    /// GpSimdE clock, MHz.
+    pub gpsimd_mhz: u64,
+    /// SBUF bytes per partition (128 partitions).
+    pub sbuf_partition_bytes: usize,
+    /// Peak rate of one DMA engine, MB/s.
+    pub dma_engine_mbps: u64,
+    /// HBM bandwidth one core's DMA engines share, MB/s.
+    pub hbm_mbps_per_core: u64,
+    /// Fixed cost of each DMA descriptor on its engine, ticks (at least one is charged).
+    pub dma_descriptor_ticks: u64,
+    /// Fixed cost of each transfer on its engine, before its first descriptor, ticks.
+    pub dma_transfer_ticks: u64,
+    /// VectorE and GpSimdE share one SBUF port, and VectorE and ScalarE one PSUM port
+    /// (NeuronCore-v2; lifted on v3).
+    pub shared_ports: bool,
+}
+
+/// NeuronCore-v2 (inf2, trn1). Clocks, SBUF and HBM: the v2 architecture guide's tables
+/// (TensorE 2.8 GHz, VectorE 1.12, ScalarE and GpSimdE 1.4; 24 MiB SBUF in 128 partitions of
+/// 192 KiB; 820 GB/s of HBM per two-core device). DMA: 27.2 GB/s per engine (the DMA
+/// overview's text; the architecture guide says 27 GiB/s; the DMA guides' table says 17 B/ns:
+/// see `docs/SIM_ISA.md`), and fixed costs **fitted** to the overview's one measured transfer
+/// (32 KiB on one engine in 1,416 ns, measured on trn2), which therefore validates nothing.
+pub const NEURONCORE_V2: CoreSpec = CoreSpec {
+    name: "NeuronCore-v2",
+    tensor_mhz: 2800,
+    vector_mhz: 1120,
+    scalar_mhz: 1400,
+    gpsimd_mhz: 1400,
+    sbuf_partition_bytes: 192 * 1024,
+    dma_engine_mbps: 27_200,
+    hbm_mbps_per_core: 410_000,
+    dma_descriptor_ticks: 64,
+    dma_transfer_ticks: 232,
+    shared_ports: true,
+};
+
+/// NeuronCore-v3 (trn2). Clocks, SBUF and HBM: the Trainium2 architecture guide's tables
+/// (TensorE 2.4 GHz, VectorE 0.96, ScalarE and GpSimdE 1.2; 28 MiB SBUF in 128 partitions of
+/// 224 KiB; 3 TB/s of HBM per eight-core device; the engine-access restrictions of v2 lifted).
+/// DMA: 23 B/ns per engine (the DMA guides' table). The fixed costs on the engine are
+/// **fitted** to the DMA overview's second measured transfer (2 KiB as eight 256-byte
+/// descriptors on one engine in 97 ns, on trn2: 89 ns of data at 23 B/ns leaves ~8 ns, one
+/// tick per descriptor and three per transfer); its first (32 KiB in 1,416 ns) then checks
+/// the 23 B/ns figure.
+pub const NEURONCORE_V3: CoreSpec = CoreSpec {
+    name: "NeuronCore-v3",
+    tensor_mhz: 2400,
+    vector_mhz: 960,
+    scalar_mhz: 1200,
+    gpsimd_mhz: 1200,
+    sbuf_partition_bytes: 224 * 1024,
+    dma_engine_mbps: 23_000,
+    hbm_mbps_per_core: 375_000,
+    dma_descriptor_ticks: 1,
+    dma_transfer_ticks: 3,
+    shared_ports: false,
+};
+
+/// The largest SBUF partition of any generation: the bound the program validator checks (a
+/// device then checks a program against its own, [`CoreSpec::sbuf_partition_bytes`]).
+pub const MAX_SBUF_PARTITION_BYTES: usize = 224 * 1024;
+
+// Exact DMA arithmetic: one byte is `BYTE` units and a rate of `r` MB/s is `r·5·LCM16/1000`
+// units per tick (r / 1.4e3 bytes per tick × 7 × LCM16), an integer when `r` is a multiple of
+// 200. LCM16 = lcm(1..=16) makes an equal share of the HBM rate among up to 16 engines exact.
+const LCM16: u64 = 720_720;
+/// Units of one byte in the DMA arithmetic.
+pub(crate) const BYTE: u64 = 7 * LCM16;
+
+const fn units_per_tick(mbps: u64) -> u64 {
+    mbps / 200 * LCM16
+}
+
+const _: () = {
+    // Every rate is a whole number of 200 MB/s steps.
+    assert!(NEURONCORE_V2.dma_engine_mbps % 200 == 0);
+    assert!(NEURONCORE_V2.hbm_mbps_per_core % 200 == 0);
+    assert!(NEURONCORE_V3.dma_engine_mbps % 200 == 0);
+    assert!(NEURONCORE_V3.hbm_mbps_per_core % 200 == 0);
+    assert!(NEURONCORE_V2.sbuf_partition_bytes <= MAX_SBUF_PARTITION_BYTES);
+    assert!(NEURONCORE_V3.sbuf_partition_bytes <= MAX_SBUF_PARTITION_BYTES);
+};
+
+impl CoreSpec {
+    /// One DMA engine's peak in the DMA arithmetic's units per tick.
+    #[inline]
+    pub(crate) const fn engine_rate(&self) -> u64 {
+        units_per_tick(self.dma_engine_mbps)
+    }
+
+    /// The core's HBM bandwidth in the DMA arithmetic's units per tick.
+    #[inline]
+    pub(crate) const fn hbm_rate(&self) -> u64 {
+        units_per_tick(self.hbm_mbps_per_core)
+    }
+
+    /// Engine `e`'s clock as `(engine MHz, tick MHz)`: `cycles × tick / engine` ticks. SyncE
+    /// runs only control instructions, which take one tick.
+    #[inline]
+    pub(crate) const fn clock(&self, e: EngineId) -> (u64, u64) {
+        let mhz = match e {
+            EngineId::Tensor => self.tensor_mhz,
+            EngineId::Vector => self.vector_mhz,
+            EngineId::Scalar => self.scalar_mhz,
+            EngineId::GpSimd => self.gpsimd_mhz,
+            EngineId::Sync => TICK_MHZ,
+        };
+        (mhz, TICK_MHZ)
+    }
+
+    /// Peak TensorE throughput for 2-byte operands, FLOP/s: a 128 × 128 array doing one
+    /// multiply-add per cell per cycle.
+    pub const fn tensor_peak_flops(&self) -> u64 {
+        128 * 128 * 2 * self.tensor_mhz * 1_000_000
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact-integer rates reproduce the figures: 27.2 GB/s is 136/7 bytes per tick.
+    #[test]
+    fn rates_are_exact() {
+        assert_eq!(NEURONCORE_V2.engine_rate(), 136 * LCM16);
+        assert_eq!(NEURONCORE_V2.hbm_rate(), 2050 * LCM16);
+        // 23 B/ns = 115/7 bytes per tick.
+        assert_eq!(NEURONCORE_V3.engine_rate() * 7, 115 * 7 * LCM16);
+        // The published peaks follow from the clocks (v2 guide: 92 TFLOPS; v3 guide: 79).
+        assert_eq!(NEURONCORE_V2.tensor_peak_flops() / 1_000_000_000_000, 91);
+        assert_eq!(NEURONCORE_V3.tensor_peak_flops() / 1_000_000_000_000, 78);
+    }
+}
