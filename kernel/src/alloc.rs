@@ -43,19 +43,29 @@ pub(crate) struct Shortfall {
 #[derive(Clone, Debug)]
 pub(crate) struct Allocator {
     space: Space,
+    /// Bytes per partition it allocates in.
+    bytes: usize,
     blocks: Vec<Block>,
 }
 
 impl Allocator {
+    /// An allocator of `space` with NeuronCore-v2's partition size (every generation's).
     pub(crate) fn new(space: Space) -> Self {
+        Self::with_bytes(space, space.partition_bytes())
+    }
+
+    /// An allocator of `space` in partitions of `bytes` (at most the largest generation's).
+    pub(crate) fn with_bytes(space: Space, bytes: usize) -> Self {
         Self {
             space,
+            bytes: bytes.min(space.max_partition_bytes()),
             blocks: Vec::new(),
         }
     }
 
-    fn bytes(&self) -> usize {
-        self.space.partition_bytes()
+    /// Bytes per partition it allocates in.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Whether `[b0, b0 + bytes)` obeys the PSUM bank rule.

@@ -71,7 +71,17 @@ pub(crate) struct Triggers {
 }
 
 impl Kernel {
-    /// An empty kernel; `name` becomes the program's name.
+    /// An empty kernel for a core of generation `spec`: its SBUF tiles are placed in that
+    /// generation's partitions (224 KiB on NeuronCore-v3), so the program loads only on such a
+    /// core. [`Kernel::new`] plans for NeuronCore-v2's 192 KiB, which every generation has.
+    pub fn for_core(name: &str, spec: &nrt_sim::engine::CoreSpec) -> Kernel {
+        let mut k = Kernel::new(name);
+        k.sbuf = Allocator::with_bytes(Space::Sbuf, spec.sbuf_partition_bytes);
+        k
+    }
+
+    /// An empty kernel; `name` becomes the program's name. Its SBUF tiles are placed in
+    /// NeuronCore-v2's 192 KiB partitions, so the program runs on every generation.
     pub fn new(name: &str) -> Kernel {
         Kernel {
             id: next_kernel_id(),

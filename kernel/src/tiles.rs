@@ -92,6 +92,15 @@ impl Kernel {
     }
 
     /// First fit, or the "full" error naming the tile and the space left.
+    /// Bytes per partition the kernel allocates in `space`.
+    fn capacity(&self, space: Space) -> usize {
+        if space == Space::Sbuf {
+            self.sbuf.bytes()
+        } else {
+            self.psum.bytes()
+        }
+    }
+
     fn find_place(
         &self,
         name: &str,
@@ -99,7 +108,7 @@ impl Kernel {
         dtype: DType,
         shape: &[usize],
     ) -> Result<Placement, Error> {
-        let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape)?;
+        let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape, self.sbuf.bytes())?;
         let alloc = if space == Space::Sbuf {
             &self.sbuf
         } else {
@@ -164,7 +173,7 @@ impl Kernel {
         shape: &[usize],
         at: Placement,
     ) -> Result<(), Error> {
-        let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape)?;
+        let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape, self.sbuf.bytes())?;
         let (s, o) = (at.start_partition, at.offset);
         if s > space.partitions() || !partition_start_ok(s as u32, partitions as u32) {
             return Err(err!(
@@ -179,12 +188,13 @@ impl Kernel {
                 "tile '{name}': offset {o} is not a multiple of the {dtype} element size"
             ));
         }
-        if o.saturating_add(bytes) > space.partition_bytes() {
+        let capacity = self.capacity(space);
+        if o.saturating_add(bytes) > capacity {
             return Err(err!(
                 Invalid,
-                "tile '{name}': bytes [{o}, {}) exceed the {} bytes per partition of {mem}",
-                o.saturating_add(bytes),
-                space.partition_bytes()
+                "tile '{name}': bytes [{o}, {}) exceed the {capacity} bytes per partition of \
+                 {mem}",
+                o.saturating_add(bytes)
             ));
         }
         let bank = PSUM_BANK_BYTES;
@@ -223,7 +233,7 @@ impl Kernel {
         at: Placement,
         scoped: bool,
     ) -> Result<Tile, Error> {
-        let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape)?;
+        let (space, partitions, bytes) = tile_shape(name, mem, dtype, shape, self.sbuf.bytes())?;
         let id = u32::try_from(self.tiles.len())
             .map_err(|_| err!(Invalid, "tile '{name}': too many tiles"))?;
         let alloc = if space == Space::Sbuf {
@@ -327,6 +337,7 @@ fn tile_shape(
     mem: Memory,
     dtype: DType,
     shape: &[usize],
+    sbuf_bytes: usize,
 ) -> Result<(Space, usize, usize), Error> {
     let Some(space) = mem.space() else {
         return Err(err!(
@@ -362,13 +373,17 @@ fn tile_shape(
         .skip(1)
         .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
         .unwrap_or(usize::MAX);
-    if bytes > space.partition_bytes() {
+    let capacity = if space == Space::Sbuf {
+        sbuf_bytes
+    } else {
+        space.partition_bytes()
+    };
+    if bytes > capacity {
         return Err(err!(
             Invalid,
-            "tile '{name}': {} {dtype} needs {bytes} bytes per partition; {mem} has {} per \
-             partition",
-            shape_str(shape),
-            space.partition_bytes()
+            "tile '{name}': {} {dtype} needs {bytes} bytes per partition; {mem} has \
+             {capacity} per partition",
+            shape_str(shape)
         ));
     }
     Ok((space, partitions, bytes))

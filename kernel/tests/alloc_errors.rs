@@ -235,3 +235,41 @@ fn scopes_and_pools_free_their_tiles() {
     pool.free(&mut k).unwrap();
     assert!(!k.is_live(&t2));
 }
+
+/// `Kernel::new` plans tiles in NeuronCore-v2's 192 KiB partitions, so its programs load on
+/// every generation; `Kernel::for_core` with NeuronCore-v3's spec places tiles in its 224 KiB,
+/// and a trn1 device refuses the result at load.
+#[test]
+fn a_kernel_plans_for_its_generations_sbuf() {
+    use nrt_sim::Instance;
+    use nrt_sim::engine::Device;
+    let build = |mut k: nrt_kernel::Kernel| -> Result<nrt_kernel::Program, nrt_core::Error> {
+        let out = k.output("y", DType::F32, &[128, 16])?;
+        let big = k.sbuf_tile("big", DType::F32, &[128, 200 * 256])?;
+        let t = k.sbuf_tile("t", DType::F32, &[128, 16])?;
+        k.memset(&big.slice(1, 0..16)?, 1.0)?;
+        k.tensor_copy(&t, &big.slice(1, 0..16)?)?;
+        k.dma_copy(&out, &t)?;
+        k.build()
+    };
+    let e = build(nrt_kernel::Kernel::new("v2")).unwrap_err();
+    assert_eq!(e.status(), NrtStatus::Invalid);
+    assert!(e.message().contains("has 196608 per partition"), "{e}");
+    let p = build(nrt_kernel::Kernel::for_core(
+        "v3",
+        Instance::Trn2.core_spec(),
+    ))
+    .unwrap();
+    let mut dev = Device::new(Instance::Trn2);
+    let lp = dev.load(0, p.clone()).unwrap();
+    let (outs, _) = dev
+        .run(&lp, &[], &nrt_sim::engine::ExecOptions::default())
+        .unwrap();
+    assert_eq!(outs[0].1, [1.0f32.to_le_bytes(); 128 * 16].concat());
+    let e = Device::new(Instance::Trn1).load(0, p).unwrap_err();
+    assert_eq!(e.status(), NrtStatus::Invalid);
+    assert!(
+        e.message().contains("NeuronCore-v2 partition has 196608"),
+        "{e}"
+    );
+}

@@ -40,6 +40,9 @@ pub struct CoreSpec {
     pub dma_descriptor_ticks: u64,
     /// Fixed cost of each transfer on its engine, before its first descriptor, ticks.
     pub dma_transfer_ticks: u64,
+    /// Time the hardware descriptor generator (DGE) holds the triggering sequencer per 128
+    /// descriptors, ticks (0: descriptors are built ahead of time, as on NeuronCore-v2).
+    pub dge_ticks_per_128_descriptors: u64,
     /// VectorE and GpSimdE share one SBUF port, and VectorE and ScalarE one PSUM port
     /// (NeuronCore-v2; lifted on v3).
     pub shared_ports: bool,
@@ -62,13 +65,18 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
     hbm_mbps_per_core: 410_000,
     dma_descriptor_ticks: 64,
     dma_transfer_ticks: 232,
+    dge_ticks_per_128_descriptors: 0,
     shared_ports: true,
 };
 
 /// NeuronCore-v3 (trn2). Clocks, SBUF and HBM: the Trainium2 architecture guide's tables
 /// (TensorE 2.4 GHz, VectorE 0.96, ScalarE and GpSimdE 1.2; 28 MiB SBUF in 128 partitions of
 /// 224 KiB; 3 TB/s of HBM per eight-core device; the engine-access restrictions of v2 lifted).
-/// DMA: 23 B/ns per engine (the DMA guides' table). The fixed costs on the engine are
+/// Triggers: "each DGE-based DMA instruction takes about 600 ns to execute" (Trainium2 guide;
+/// the DGE deep dive says the same of hardware DGE, which Sync and Scalar sequencers
+/// command): charged on the triggering sequencer, per descriptor, as 600 ns for the 128
+/// descriptors of a full-partition load (a program here expresses one such load as up to 16
+/// triggers, one per DMA engine). DMA: 23 B/ns per engine (the DMA guides' table). The fixed costs on the engine are
 /// **fitted** to the DMA overview's second measured transfer (2 KiB as eight 256-byte
 /// descriptors on one engine in 97 ns, on trn2: 89 ns of data at 23 B/ns leaves ~8 ns, one
 /// tick per descriptor and three per transfer); its first (32 KiB in 1,416 ns) then checks
@@ -84,6 +92,7 @@ pub const NEURONCORE_V3: CoreSpec = CoreSpec {
     hbm_mbps_per_core: 375_000,
     dma_descriptor_ticks: 1,
     dma_transfer_ticks: 3,
+    dge_ticks_per_128_descriptors: 840,
     shared_ports: false,
 };
 
@@ -123,6 +132,13 @@ impl CoreSpec {
     #[inline]
     pub(crate) const fn hbm_rate(&self) -> u64 {
         units_per_tick(self.hbm_mbps_per_core)
+    }
+
+    /// Ticks a trigger of `descriptors` descriptors holds its sequencer for descriptor
+    /// generation (0 without a DGE), rounded up.
+    #[inline]
+    pub(crate) const fn dge_ticks(&self, descriptors: u32) -> u64 {
+        (descriptors as u64 * self.dge_ticks_per_128_descriptors).div_ceil(128)
     }
 
     /// Engine `e`'s clock as `(engine MHz, tick MHz)`: `cycles × tick / engine` ticks. SyncE

@@ -140,7 +140,10 @@ impl Executor<'_, '_> {
                     bytes,
                     shift,
                 });
-                self.retire_control(i, pc, ins.name());
+                // NeuronCore-v3 generates a trigger's descriptors in hardware (DGE), which
+                // holds the issuing sequencer; v2 triggers pre-built descriptors.
+                let dge = self.env.spec.dge_ticks(count);
+                self.retire_control_for(i, pc, ins.name(), dge.max(timing::CONTROL_TICKS));
                 true
             }
             Instr::Notify { payload } => {
@@ -195,15 +198,20 @@ impl Executor<'_, '_> {
     }
 
     fn retire_control(&mut self, i: usize, pc: usize, name: &'static str) {
+        self.retire_control_for(i, pc, name, timing::CONTROL_TICKS);
+    }
+
+    /// Retires a control instruction that holds its sequencer for `dur` ticks.
+    fn retire_control_for(&mut self, i: usize, pc: usize, name: &'static str, dur: u64) {
         let t = self.t;
         let s = &mut self.seqs[i];
         s.pc += 1;
-        s.main_until = t + timing::CONTROL_TICKS;
+        s.main_until = t + dur;
         let engine = s.engine;
         self.report.engines[engine.index()].instructions += 1;
         self.push_event(Event {
             start: t,
-            dur: timing::CONTROL_TICKS,
+            dur,
             track: Track::Engine(engine),
             kind: EventKind::Instr {
                 pc: pc as u32,
