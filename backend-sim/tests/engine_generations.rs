@@ -117,3 +117,61 @@ fn the_psum_port_is_shared_on_v2_only() {
     assert!(stall(Instance::Trn1) > 0);
     assert_eq!(stall(Instance::Trn2), 0);
 }
+
+/// One VectorE instruction alone on core 0: its duration, ns.
+fn vector_ns(inst: Instance, ins: Instr) -> f64 {
+    let mut b = ProgramBuilder::new("one");
+    b.push(EngineId::Vector, ins);
+    let mut dev = Device::new(inst);
+    let lp = dev.load(0, b.build().unwrap()).unwrap();
+    let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
+    r.result().unwrap();
+    r.engine(EngineId::Vector).active as f64 / 1.4
+}
+
+/// The ISA reference's `tensor_tensor` cost table (`general/nki/api/nki/isa/__init__.py` at
+/// 8a38e733): `N` with one input in PSUM and the other in SBUF, else `2N`; applied on
+/// NeuronCore-v3, where the Trainium2 guide lists VectorE's faster modes. v2 keeps A2's
+/// "roughly 2N cycles" for two inputs. Each plus the ~60-cycle access overhead, at 0.96 GHz
+/// (v3) and 1.12 GHz (v2).
+#[test]
+fn tensor_tensor_with_a_psum_input_streams_once_on_v3() {
+    use nrt_sim::engine::AluOp;
+    let add = Instr::TensorTensor {
+        op: AluOp::Add,
+        a: AccessPattern::sbuf(DType::F32, 0, 128, 0, 512),
+        b: AccessPattern::psum(DType::F32, 0, 128, 0, 512),
+        out: AccessPattern::sbuf(DType::F32, 0, 128, 4096, 512),
+    };
+    let v3 = vector_ns(Instance::Trn2, add);
+    let v2 = vector_ns(Instance::Trn1, add);
+    assert!((v3 - (512.0 + 60.0) / 0.96).abs() < 2.0, "{v3}");
+    assert!((v2 - (1024.0 + 60.0) / 1.12).abs() < 2.0, "{v2}");
+    // Both inputs in SBUF, fp32: 2N on both.
+    let sbuf = Instr::TensorTensor {
+        op: AluOp::Add,
+        a: AccessPattern::sbuf(DType::F32, 0, 128, 0, 512),
+        b: AccessPattern::sbuf(DType::F32, 0, 128, 2048, 512),
+        out: AccessPattern::sbuf(DType::F32, 0, 128, 4096, 512),
+    };
+    let v3 = vector_ns(Instance::Trn2, sbuf);
+    assert!((v3 - (1024.0 + 60.0) / 0.96).abs() < 2.0, "{v3}");
+}
+
+/// Trainium2 guide, VectorE performance modes: a bf16 `tensor_copy` SBUF to SBUF with
+/// contiguous operands runs 4x faster than on v2; with one side in PSUM, 2x.
+#[test]
+fn bf16_copies_use_v3s_fast_modes() {
+    let copy = |src: AccessPattern| Instr::TensorCopy {
+        src,
+        out: AccessPattern::sbuf(DType::Bf16, 0, 128, 8192, 512),
+    };
+    let sb = copy(AccessPattern::sbuf(DType::Bf16, 0, 128, 0, 512));
+    let ps = copy(AccessPattern::psum(DType::Bf16, 0, 128, 0, 512));
+    let v3 = vector_ns(Instance::Trn2, sb);
+    assert!((v3 - (128.0 + 60.0) / 0.96).abs() < 2.0, "{v3}");
+    let v3 = vector_ns(Instance::Trn2, ps);
+    assert!((v3 - (256.0 + 60.0) / 0.96).abs() < 2.0, "{v3}");
+    let v2 = vector_ns(Instance::Trn1, sb);
+    assert!((v2 - (512.0 + 60.0) / 1.12).abs() < 2.0, "{v2}");
+}

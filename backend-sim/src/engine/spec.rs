@@ -43,6 +43,8 @@ pub struct CoreSpec {
     /// Time the hardware descriptor generator (DGE) holds the triggering sequencer per 128
     /// descriptors, ticks (0: descriptors are built ahead of time, as on NeuronCore-v2).
     pub dge_ticks_per_128_descriptors: u64,
+    /// VectorE's faster modes of NeuronCore-v3 (the cost module's `vector_fast_mode`).
+    pub vector_fast_modes: bool,
     /// VectorE and GpSimdE share one SBUF port, and VectorE and ScalarE one PSUM port
     /// (NeuronCore-v2; lifted on v3).
     pub shared_ports: bool,
@@ -66,6 +68,7 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
     dma_descriptor_ticks: 64,
     dma_transfer_ticks: 232,
     dge_ticks_per_128_descriptors: 0,
+    vector_fast_modes: false,
     shared_ports: true,
 };
 
@@ -93,6 +96,7 @@ pub const NEURONCORE_V3: CoreSpec = CoreSpec {
     dma_descriptor_ticks: 1,
     dma_transfer_ticks: 3,
     dge_ticks_per_128_descriptors: 840,
+    vector_fast_modes: true,
     shared_ports: false,
 };
 

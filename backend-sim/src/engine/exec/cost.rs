@@ -13,7 +13,10 @@
 //! at the instruction.
 
 use crate::engine::dtype::DType;
-use crate::engine::isa::{AccessPattern, DmaDescriptor, DmaEndpoint, EngineId, Instr};
+use crate::engine::isa::{
+    AccessPattern, AluOp, DmaDescriptor, DmaEndpoint, EngineId, Instr, Space,
+};
+use crate::engine::spec::CoreSpec;
 
 /// Name of the timing model: every latency comes from the published NKI cost rules.
 pub const TIMING_MODEL: &str = "nki-published-cost-rules-v2";
@@ -75,7 +78,7 @@ pub(super) fn dma_units(d: &DmaDescriptor) -> u64 {
 
 /// The published cost of a data-path instruction on `engine`, in its engine's cycles.
 #[inline]
-pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, dependent: bool) -> u64 {
+pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, dependent: bool, spec: &CoreSpec) -> u64 {
     use timing::*;
     let fp32 = |ap: &AccessPattern| ap.dtype == DType::F32;
     match ins {
@@ -137,6 +140,9 @@ pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, dependent: bool) -> u64 {
             if strided {
                 c *= 2;
             }
+            if spec.vector_fast_modes && engine == EngineId::Vector {
+                c = vector_fast_mode(ins, c, free);
+            }
             c += ACCESS_OVERHEAD_CYCLES;
             if dependent || free <= SMALL_FREE_SIZE {
                 c += SMALL_OR_DEPENDENT_CYCLES;
@@ -144,6 +150,52 @@ pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, dependent: bool) -> u64 {
             c
         }
         _ => cycles_1_1(ins, dependent),
+    }
+}
+
+/// NeuronCore-v3's VectorE modes: the streaming cycles `c` (of `free` elements) of a
+/// `TensorTensor`, `TensorCopy` or `TensorScalar` where a faster mode applies.
+///
+/// * `tensor_tensor` costs `N`, not `2N`, with one input in PSUM and the other in SBUF, or with
+///   both in SBUF, every operand bf16, add / subtract / multiply and contiguous inputs (the
+///   ISA reference's cost table, `general/nki/api/nki/isa/__init__.py` @ 8a38e733; the
+///   Trainium2 guide lists the second case among v3's 2x modes).
+/// * `tensor_copy` and `tensor_scalar` with bf16 or fp16 input and output run 4x faster SBUF to
+///   SBUF with contiguous operands, 2x otherwise (non-contiguous, or one side in PSUM)
+///   (Trainium2 guide, "VectorE performance modes").
+fn vector_fast_mode(ins: &Instr, c: u64, free: u64) -> u64 {
+    let contiguous = |ap: &AccessPattern| {
+        ap.used_dims()
+            .last()
+            .is_none_or(|d| d.size <= 1 || d.stride == 1)
+    };
+    let half = |ap: &AccessPattern| matches!(ap.dtype, DType::Bf16 | DType::F16);
+    match ins {
+        Instr::TensorTensor { op, a, b, out } => {
+            let mixed = a.space != b.space;
+            let bf16_sbuf = a.space == Space::Sbuf
+                && b.space == Space::Sbuf
+                && [a, b, out].iter().all(|ap| ap.dtype == DType::Bf16)
+                && matches!(op, AluOp::Add | AluOp::Sub | AluOp::Mul)
+                && contiguous(a)
+                && contiguous(b);
+            if mixed || bf16_sbuf {
+                c.min(free.max(1))
+            } else {
+                c
+            }
+        }
+        Instr::TensorCopy { src, out } | Instr::TensorScalar { src, out, .. }
+            if half(src) && half(out) =>
+        {
+            let sbuf = src.space == Space::Sbuf && out.space == Space::Sbuf;
+            if sbuf && contiguous(src) && contiguous(out) {
+                c.div_ceil(4)
+            } else {
+                c.div_ceil(2)
+            }
+        }
+        _ => c,
     }
 }
 

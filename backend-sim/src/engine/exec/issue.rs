@@ -281,7 +281,7 @@ impl Executor<'_, '_> {
             self.check_and_record(fp, *w, engine.index(), &clock, actor);
             self.seqs[i].clock = clock;
         }
-        let cycles = op_cycles(&ins, engine, dependent);
+        let cycles = op_cycles(&ins, engine, dependent, self.env.spec);
         let s = &mut self.seqs[i];
         let (num, den) = self.env.spec.clock(engine);
         let is_ls = matches!(ins, Instr::LoadStationary { .. });
