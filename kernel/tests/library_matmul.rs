@@ -140,8 +140,10 @@ fn resident_schedule_is_dma_efficient_and_overlaps() {
     // TensorE works while they move data.
     assert!(dma_total * 10 >= report.ticks * 8, "DMA idle too long");
     assert!(both * 3 > pe_total, "TensorE mostly waits for DMA");
+    // At least a fifth faster than streaming b tile by tile (26 % since the next stationary
+    // loads behind each matmul, which helps the streamed schedule more; 31 % before).
     assert!(
-        report.ticks * 10 < streamed * 7,
+        report.ticks * 5 < streamed * 4,
         "resident not faster than streamed"
     );
     assert!((report.ticks as f64) < 1.8 * bound);

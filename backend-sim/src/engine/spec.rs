@@ -10,8 +10,6 @@
 //! `trainium2_arch.rst` (v3), the DMA overview `get-started/about/nki-dma-overview.rst` and the
 //! DMA bandwidth guide `deep-dives/nki-dma-bandwidth-guide.rst`.
 
-use super::isa::EngineId;
-
 /// One tick is one cycle of this clock on every generation (NeuronCore-v2's 1.4 GHz SBUF/PSUM
 /// interface clock), so tick counts of different generations compare directly.
 pub const TICK_MHZ: u64 = 1400;
@@ -143,20 +141,6 @@ impl CoreSpec {
     #[inline]
     pub(crate) const fn dge_ticks(&self, descriptors: u32) -> u64 {
         (descriptors as u64 * self.dge_ticks_per_128_descriptors).div_ceil(128)
-    }
-
-    /// Engine `e`'s clock as `(engine MHz, tick MHz)`: `cycles × tick / engine` ticks. SyncE
-    /// runs only control instructions, which take one tick.
-    #[inline]
-    pub(crate) const fn clock(&self, e: EngineId) -> (u64, u64) {
-        let mhz = match e {
-            EngineId::Tensor => self.tensor_mhz,
-            EngineId::Vector => self.vector_mhz,
-            EngineId::Scalar => self.scalar_mhz,
-            EngineId::GpSimd => self.gpsimd_mhz,
-            EngineId::Sync => TICK_MHZ,
-        };
-        (mhz, TICK_MHZ)
     }
 
     /// Peak TensorE throughput for 2-byte operands, FLOP/s: a 128 × 128 array doing one

@@ -3,7 +3,9 @@
 //!
 //! The model (see `exec/` of the engine): a sequencer runs its stream in order and starts an
 //! instruction only when the previous one has completed (a `LoadStationary` may overlap the
-//! `MultiplyMoving` before it, which reads and writes nothing it writes); a DMA queue runs its
+//! `MultiplyMoving` before it, which reads and writes nothing it writes, and the semaphore
+//! waits and signals between them issue behind the matmul, a signal counting from the
+//! matmul's completion); a DMA queue runs its
 //! transfers one after the other; a `DmaTrigger` enqueues a transfer once every earlier
 //! instruction of its sequencer has completed. So an agent (a sequencer or a DMA queue) is
 //! ordered with itself for free, and ordering between agents goes through semaphores.

@@ -16,7 +16,7 @@ use crate::engine::dtype::DType;
 use crate::engine::isa::{
     AccessPattern, AluOp, DmaDescriptor, DmaEndpoint, EngineId, Instr, Space,
 };
-use crate::engine::spec::CoreSpec;
+use crate::engine::spec::{CoreSpec, TICK_MHZ};
 
 /// Name of the timing model: every latency comes from the published NKI cost rules.
 pub const TIMING_MODEL: &str = "nki-published-cost-rules-v2";
@@ -74,6 +74,20 @@ pub(super) fn dma_units(d: &DmaDescriptor) -> u64 {
         }
         _ => u64::from(d.len) * BYTE,
     }
+}
+
+/// Engine `e`'s clock on `spec`'s generation as `(engine MHz, tick MHz)`: `cycles × tick /
+/// engine` ticks. SyncE runs only control instructions, which take one tick.
+#[inline]
+pub(super) const fn clock(spec: &CoreSpec, e: EngineId) -> (u64, u64) {
+    let mhz = match e {
+        EngineId::Tensor => spec.tensor_mhz,
+        EngineId::Vector => spec.vector_mhz,
+        EngineId::Scalar => spec.scalar_mhz,
+        EngineId::GpSimd => spec.gpsimd_mhz,
+        EngineId::Sync => TICK_MHZ,
+    };
+    (mhz, TICK_MHZ)
 }
 
 /// The published cost of a data-path instruction on `engine`, in its engine's cycles.

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::{Executor, Pending, Stationary};
+use super::{Executor, Pending, Stationary, join};
 use crate::engine::dtype::{DType, f32_to_i32, load_f32, load_i32, store_f32, store_i32};
 use crate::engine::isa::{AccessPattern, ActFunc, Bias, Instr, Space};
 use crate::engine::math::{activation, matmul_stationary_any_nan, matmul_store_fast};
@@ -31,6 +31,21 @@ impl Executor<'_, '_> {
             }
             if let Some(p) = main {
                 self.apply(p);
+                let posted = std::mem::take(&mut self.seqs[i].post);
+                for sig in posted {
+                    let s = usize::from(sig.sem);
+                    if let Some(v) = self.sems.get_mut(s) {
+                        *v = if sig.set {
+                            sig.value
+                        } else {
+                            v.wrapping_add(sig.value)
+                        };
+                    }
+                    if let Some(c) = self.sem_clocks.get_mut(s) {
+                        join(c, &sig.clock);
+                    }
+                    self.wake = true;
+                }
             }
         }
     }

@@ -3,7 +3,7 @@
 //! DMA triggers, `Notify`, `Halt`) take effect at issue; data-path instructions are checked for
 //! hazards, costed, and occupy their unit until their effects apply (`effects.rs`).
 
-use super::cost::{op_cycles, timing};
+use super::cost::{clock, op_cycles, timing};
 use super::report::{Actor, Event, EventKind, Notification, Track};
 use super::{Executor, PORT_PSUM_VS, PORT_SBUF_VG, Pending, Transfer, Wait, join};
 use crate::engine::isa::{DmaShift, EngineId, Instr, SemCmp, Space};
@@ -41,6 +41,11 @@ impl Executor<'_, '_> {
             let s = &self.seqs[i];
             let ok = match ins {
                 Instr::LoadStationary { .. } => s.ls_until <= t && s.ls_op.is_none(),
+                Instr::SemInc { .. } | Instr::SemSet { .. } | Instr::SemWait { .. }
+                    if Self::behind_matmul(s, t) =>
+                {
+                    true
+                }
                 _ => {
                     s.main_until <= t && s.ls_until <= t && s.main_op.is_none() && s.ls_op.is_none()
                 }
@@ -70,7 +75,9 @@ impl Executor<'_, '_> {
                 };
                 if !pass {
                     if self.seqs[i].wait == Wait::None {
-                        self.seqs[i].wait = Wait::Sem { since: t, sem };
+                        // Behind a matmul in flight, the wait starts when the matmul ends.
+                        let since = t.max(self.seqs[i].main_until);
+                        self.seqs[i].wait = Wait::Sem { since, sem };
                     }
                     self.seqs[i].sem_block = Some((sem, v));
                     return false;
@@ -79,6 +86,14 @@ impl Executor<'_, '_> {
                 join(&mut self.seqs[i].clock, &self.sem_clocks[usize::from(sem)]);
                 self.end_wait(i, pc);
                 self.retire_control(i, pc, ins.name());
+                true
+            }
+            Instr::SemInc { sem, value } if Self::behind_matmul(&self.seqs[i], t) => {
+                self.post_signal(i, pc, sem, value, false, ins.name());
+                true
+            }
+            Instr::SemSet { sem, value } if Self::behind_matmul(&self.seqs[i], t) => {
+                self.post_signal(i, pc, sem, value, true, ins.name());
                 true
             }
             Instr::SemInc { sem, value } => {
@@ -191,6 +206,59 @@ impl Executor<'_, '_> {
         }
     }
 
+    /// A `MultiplyMoving` is in flight on sequencer `s` and nothing is in its LoadStationary
+    /// slot: a semaphore update issued now takes effect when the matmul completes.
+    fn behind_matmul(s: &super::Seq, t: u64) -> bool {
+        s.main_until > t
+            && s.ls_op.is_none()
+            && s.ls_until <= t
+            && matches!(
+                s.main_op,
+                Some(Pending {
+                    ins: Instr::MultiplyMoving { .. },
+                    ..
+                })
+            )
+    }
+
+    /// Issues a semaphore update behind the matmul in flight (see `PostSignal`): the
+    /// sequencer's clock is taken now, as `release` takes it, and the update applies at the
+    /// matmul's completion; the sequencer tries its next instruction on the next tick.
+    fn post_signal(
+        &mut self,
+        i: usize,
+        pc: usize,
+        sem: u8,
+        value: u32,
+        set: bool,
+        name: &'static str,
+    ) {
+        let t = self.t;
+        let own = self.seqs[i].engine.index();
+        let s = &mut self.seqs[i];
+        let clock = s.clock.clone();
+        s.clock[own] += 1;
+        s.post.push(super::PostSignal {
+            sem,
+            value,
+            set,
+            clock,
+        });
+        s.pc += 1;
+        let engine = s.engine;
+        self.report.engines[engine.index()].instructions += 1;
+        self.push_event(Event {
+            start: t,
+            dur: 0,
+            track: Track::Engine(engine),
+            kind: EventKind::Instr {
+                pc: pc as u32,
+                op: name,
+            },
+        });
+        self.wake_at = t + timing::CONTROL_TICKS;
+    }
+
     fn release(&mut self, i: usize, sem: usize) {
         let own = self.seqs[i].engine.index();
         join(&mut self.sem_clocks[sem], &self.seqs[i].clock);
@@ -201,13 +269,24 @@ impl Executor<'_, '_> {
         self.retire_control_for(i, pc, name, timing::CONTROL_TICKS);
     }
 
-    /// Retires a control instruction that holds its sequencer for `dur` ticks.
+    /// Retires a control instruction that holds its sequencer for `dur` ticks (a `SemWait`
+    /// passed behind a matmul in flight holds nothing: the matmul keeps the unit, and the
+    /// sequencer tries its next instruction on the next tick).
     fn retire_control_for(&mut self, i: usize, pc: usize, name: &'static str, dur: u64) {
         let t = self.t;
         let s = &mut self.seqs[i];
         s.pc += 1;
-        s.main_until = t + dur;
+        let behind = s.main_until > t;
+        if !behind {
+            s.main_until = t + dur;
+        }
         let engine = s.engine;
+        let dur = if behind {
+            self.wake_at = t + timing::CONTROL_TICKS;
+            0
+        } else {
+            dur
+        };
         self.report.engines[engine.index()].instructions += 1;
         self.push_event(Event {
             start: t,
@@ -283,7 +362,7 @@ impl Executor<'_, '_> {
         }
         let cycles = op_cycles(&ins, engine, dependent, self.env.spec);
         let s = &mut self.seqs[i];
-        let (num, den) = self.env.spec.clock(engine);
+        let (num, den) = clock(self.env.spec, engine);
         let is_ls = matches!(ins, Instr::LoadStationary { .. });
         let frac = if is_ls { &mut s.ls_frac } else { &mut s.frac };
         let total = *frac + cycles * den;
@@ -327,6 +406,17 @@ impl Executor<'_, '_> {
                 op: ins.name(),
             },
         });
+        // The next stationary loads in the background of this matmul (the architecture
+        // guide: "several LS&MM instruction pairs in-flight"): the sequencer tries it on the
+        // next tick rather than at this matmul's end, the next event otherwise.
+        if matches!(ins, Instr::MultiplyMoving { .. })
+            && matches!(
+                self.env.program.stream(engine).get(pc + 1),
+                Some(Instr::LoadStationary { .. })
+            )
+        {
+            self.wake_at = t + timing::CONTROL_TICKS;
+        }
         true
     }
 }

@@ -114,6 +114,19 @@ struct Seq {
     /// the same, trying it again would fail the same way (the instance, its checks and the
     /// sequencer's free units cannot change while it waits), so the issue pass skips it.
     sem_block: Option<(u8, u32)>,
+    /// Semaphore updates issued behind the matmul in flight, applied when it completes.
+    post: Vec<PostSignal>,
+}
+
+/// A `SemInc` or `SemSet` that follows a `MultiplyMoving` in flight: it takes effect when the
+/// matmul completes, as if issued then, while the sequencer goes on to issue the next
+/// `LoadStationary` in the background.
+struct PostSignal {
+    sem: u8,
+    value: u32,
+    set: bool,
+    /// The sequencer's clock at the signal (what a waiter learns).
+    clock: VClock,
 }
 
 struct Transfer {
@@ -317,6 +330,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
                 clock,
                 regs: [0; LOOP_REGS],
                 sem_block: None,
+                post: Vec::new(),
             }
         })
         .collect();
