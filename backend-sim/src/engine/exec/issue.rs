@@ -223,7 +223,7 @@ impl Executor<'_, '_> {
 
     /// Issues a semaphore update behind the matmul in flight (see `PostSignal`): the
     /// sequencer's clock is taken now, as `release` takes it, and the update applies at the
-    /// matmul's completion; the sequencer tries its next instruction on the next tick.
+    /// matmul's completion; the sequencer goes on issuing in this tick.
     fn post_signal(
         &mut self,
         i: usize,
@@ -256,7 +256,7 @@ impl Executor<'_, '_> {
                 op: name,
             },
         });
-        self.wake_at = t + timing::CONTROL_TICKS;
+        self.again = true;
     }
 
     fn release(&mut self, i: usize, sem: usize) {
@@ -271,7 +271,7 @@ impl Executor<'_, '_> {
 
     /// Retires a control instruction that holds its sequencer for `dur` ticks (a `SemWait`
     /// passed behind a matmul in flight holds nothing: the matmul keeps the unit, and the
-    /// sequencer tries its next instruction on the next tick).
+    /// sequencer goes on issuing in this tick).
     fn retire_control_for(&mut self, i: usize, pc: usize, name: &'static str, dur: u64) {
         let t = self.t;
         let s = &mut self.seqs[i];
@@ -282,7 +282,7 @@ impl Executor<'_, '_> {
         }
         let engine = s.engine;
         let dur = if behind {
-            self.wake_at = t + timing::CONTROL_TICKS;
+            self.again = true;
             0
         } else {
             dur
@@ -407,15 +407,10 @@ impl Executor<'_, '_> {
             },
         });
         // The next stationary loads in the background of this matmul (the architecture
-        // guide: "several LS&MM instruction pairs in-flight"): the sequencer tries it on the
-        // next tick rather than at this matmul's end, the next event otherwise.
-        if matches!(ins, Instr::MultiplyMoving { .. })
-            && matches!(
-                self.env.program.stream(engine).get(pc + 1),
-                Some(Instr::LoadStationary { .. })
-            )
-        {
-            self.wake_at = t + timing::CONTROL_TICKS;
+        // guide: "several LS&MM instruction pairs in-flight"): the sequencer may go on
+        // issuing in this tick, the semaphore instructions between them behind the matmul.
+        if matches!(ins, Instr::MultiplyMoving { .. }) {
+            self.again = true;
         }
         true
     }

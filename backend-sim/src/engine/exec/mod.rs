@@ -259,6 +259,9 @@ struct Executor<'a, 'e> {
     /// The tick after the last loop instruction: an event, so the sequencer that issued it
     /// goes on while its data path is busy.
     wake_at: u64,
+    /// The instruction just issued lets its sequencer issue again in the same tick (a
+    /// `MultiplyMoving`, or a semaphore instruction issued behind one).
+    again: bool,
     /// An instruction instance failed its checks: the execution stops.
     stopped: bool,
     stationary: Option<Rc<Stationary>>,
@@ -376,6 +379,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         wake: true,
         ports: [PortState { until: 0 }; 2],
         wake_at: 0,
+        again: false,
         stopped: false,
         stationary: None,
         shadow: Shadow::new(hbm_writes),
@@ -422,20 +426,24 @@ impl Executor<'_, '_> {
             // up; when none of that happened and nobody issued last time, the pass would
             // change nothing and is skipped.
             if self.wake || self.timer_due() {
-                let mut issued = [false; 5];
+                let mut done = [false; 5];
+                let mut issued = false;
                 loop {
                     let mut any = false;
-                    for (i, done) in issued.iter_mut().enumerate() {
+                    for (i, done) in done.iter_mut().enumerate() {
                         if !*done && self.try_issue(i) {
-                            *done = true;
+                            // A matmul, or a semaphore instruction behind one, lets its
+                            // sequencer go on issuing in this tick.
+                            *done = !std::mem::take(&mut self.again);
                             any = true;
                         }
                     }
                     if !any {
                         break;
                     }
+                    issued = true;
                 }
-                self.wake = issued.iter().any(|&x| x);
+                self.wake = issued;
                 if self.stopped {
                     self.report.ticks = self.t;
                     return;
