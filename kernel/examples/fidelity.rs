@@ -28,30 +28,19 @@
 //! VectorE, `nl.zeros` in SBUF is a GpSimdE memset, and a PSUM tile is zeroed by its first
 //! matmul overwriting it.
 
+#[path = "fidelity_common/mod.rs"]
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
+use common::{K, KT, M, N, TILE_K, TILE_M, TILE_N, Xorshift, block, matmul, samples};
 use nrt_core::{Error, err};
-use nrt_kernel::{AluOp, DType, DmaCopy, Kernel, NcMatmul, Program, Tensor, Tile, View};
+use nrt_kernel::{AluOp, DType, DmaCopy, Kernel, Program, Tensor, Tile, View};
 use nrt_sim::Instance;
 use nrt_sim::engine::{
     Device, EngineId, ExecOptions, ExecReport, TIMING_MODEL, decode_f32, round_through,
 };
-
-/// Rows of the result (`lhsT` is `[K, M]`).
-const M: usize = 4096;
-/// The contraction dimension.
-const K: usize = 8192;
-/// Columns of the result (`rhs` is `[K, N]`).
-const N: usize = 8192;
-/// `nl.tile_size.gemm_stationary_fmax`.
-const TILE_M: usize = 128;
-/// `nl.tile_size.pmax`.
-const TILE_K: usize = 128;
-/// `nl.tile_size.gemm_moving_fmax`.
-const TILE_N: usize = 512;
-/// K tiles.
-const KT: usize = K / TILE_K;
 
 /// Published P99 latencies (ms), `general/nki/tutorials/matrix_multiplication.rst` of
 /// aws-neuron/aws-neuron-sdk at 8a38e733 (trn1.32xlarge, `nki.benchmark(warmup=5,
@@ -181,11 +170,6 @@ fn tiles(
         .collect()
 }
 
-/// `v[r0.., c0..]`, `rows` × `cols`, of a 2-D view.
-fn block(v: &View, r0: usize, rows: usize, c0: usize, cols: usize) -> Result<View, Error> {
-    v.slice(0, r0..r0 + rows)?.slice(1, c0..c0 + cols)
-}
-
 /// A load `dst = src` by DMA, triggered from SyncE (so that it is issued as soon as its
 /// buffer is free, ahead of the compute engines), or by the kernel API's default choice.
 fn load(k: &mut Kernel, s: Style, dst: &View, src: &View) -> Result<(), Error> {
@@ -199,16 +183,6 @@ fn load(k: &mut Kernel, s: Style, dst: &View, src: &View) -> Result<(), Error> {
 /// produced `src`, right after it (a SyncE trigger would hold up the loads behind it).
 fn store(k: &mut Kernel, dst: &View, src: &View) -> Result<(), Error> {
     k.dma_copy(dst, src)
-}
-
-/// `dst (+)= stationaryᵀ · moving`, overwriting when `first`.
-fn matmul(k: &mut Kernel, dst: &View, st: &View, mv: &View, first: bool) -> Result<(), Error> {
-    k.emit(NcMatmul {
-        dst,
-        stationary: st,
-        moving: mv,
-        accumulate: Some(!first),
-    })
 }
 
 /// The kernel's HBM tensors: `lhsT [K, M]`, `rhs [K, N]` (bf16 inputs), `result [M, N]` bf16.
@@ -429,12 +403,10 @@ fn opt3(s: Style) -> Result<Program, Error> {
 
 /// Random bf16 values `±(1 + f/128) · 2^e`, `e` in {-1, 0}, as little-endian bytes.
 fn random_bf16(len: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rng = Xorshift::new(seed);
     let mut out = Vec::with_capacity(2 * len);
     for _ in 0..len {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        let s = rng.next();
         let sign = (s >> 63) as u16;
         let exp = 126 + ((s >> 62) & 1) as u16;
         let frac = ((s >> 40) & 0x7F) as u16;
@@ -468,19 +440,6 @@ fn reference(lhs_t: &[u8], rhs: &[u8], i: usize, j: usize, group: usize) -> f32 
         }
     }
     acc
-}
-
-/// Sampled output positions: every block of every version is hit over the samples.
-fn samples() -> Vec<(usize, usize)> {
-    let mut s: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..SAMPLES)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s as usize) % M, ((s >> 32) as usize) % N)
-        })
-        .collect()
 }
 
 /// Simulated activity of one execution: time, and the busy fraction of each unit (%).
@@ -603,7 +562,10 @@ fn run() -> Result<bool, Error> {
     }
     let lhs_t = random_bf16(K * M, 1);
     let rhs = random_bf16(K * N, 2);
-    let picks: Vec<(usize, usize)> = samples().into_iter().map(|(i, j)| (i % rows, j)).collect();
+    let picks: Vec<(usize, usize)> = samples(SAMPLES, M)
+        .into_iter()
+        .map(|(i, j)| (i % rows, j))
+        .collect();
     let quiet = ExecOptions {
         record_events: false,
         ..ExecOptions::default()

@@ -26,21 +26,17 @@
 //! the page (which NKI's compiler places in space the dead blocks free) is replaced by two
 //! stores of `[128, 512]` straight from the accumulators.
 
+#[path = "fidelity_common/mod.rs"]
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
+use common::{K, KT, M, N, TILE_K, TILE_M, TILE_N, Xorshift, block, matmul, samples};
 use nrt_core::{Error, err};
-use nrt_kernel::{AluOp, DType, DmaCopy, Kernel, NcMatmul, Program, Tensor, Tile, View};
+use nrt_kernel::{AluOp, DType, DmaCopy, Kernel, Program, Tensor, Tile, View};
 use nrt_sim::Instance;
 use nrt_sim::engine::{Device, EngineId, ExecOptions, ExecReport, decode_f32};
-
-const M: usize = 4096;
-const K: usize = 8192;
-const N: usize = 8192;
-const TILE_M: usize = 128;
-const TILE_K: usize = 128;
-const TILE_N: usize = 512;
-const KT: usize = K / TILE_K;
 
 /// The published profile, read from the page's text and its profile screenshots
 /// (`nki/img/how-to/v{2..5}-*.png`): version, total (ms), DMA active %, TensorE active %,
@@ -74,24 +70,11 @@ fn psums(k: &mut Kernel, count: usize) -> Result<Vec<Tile>, Error> {
         .collect()
 }
 
-fn block(v: &View, r0: usize, rows: usize, c0: usize, cols: usize) -> Result<View, Error> {
-    v.slice(0, r0..r0 + rows)?.slice(1, c0..c0 + cols)
-}
-
 /// `nisa.dma_copy` of an input block, triggered from SyncE.
 fn load(k: &mut Kernel, dst: &View, src: &View) -> Result<(), Error> {
     k.emit(DmaCopy {
         engine: Some(EngineId::Sync),
         ..DmaCopy::new(dst, src)
-    })
-}
-
-fn matmul(k: &mut Kernel, dst: &View, st: &View, mv: &View, first: bool) -> Result<(), Error> {
-    k.emit(NcMatmul {
-        dst,
-        stationary: st,
-        moving: mv,
-        accumulate: Some(!first),
     })
 }
 
@@ -103,9 +86,22 @@ fn io(name: &str) -> Result<(Kernel, Tensor, Tensor, Tensor), Error> {
     Ok((k, lhs_t, rhs, out))
 }
 
+/// Copies output tile `(m, n)` from PSUM to SBUF (VectorE) and stores it (triggered there).
+fn copy_out(
+    k: &mut Kernel,
+    out: &View,
+    ps: &Tile,
+    sb: &Tile,
+    m: usize,
+    n: usize,
+) -> Result<(), Error> {
+    k.tensor_copy(sb.view(), ps.view())?;
+    let dst = block(out, m * TILE_M, TILE_M, n * TILE_N, TILE_N)?;
+    k.dma_copy(&dst, sb.view())
+}
+
 /// Version 2 ("tiled"): for m, n: for k: load a `[128, 128]` lhsT tile and a `[128, 512]`
-/// rhs tile, matmul into PSUM; copy PSUM to SBUF; store. The m loop is a `for_range` loop
-/// (unrolled, the program would exceed its 2^22 descriptors).
+/// rhs tile, matmul into PSUM; copy PSUM to SBUF; store.
 fn v2(rows: std::ops::Range<usize>, bufs: usize) -> Result<Program, Error> {
     let (mut k, lhs_t, rhs, out) = io("kernel_optimization_v2")?;
     let mut lts = Vec::new();
@@ -129,9 +125,7 @@ fn v2(rows: std::ops::Range<usize>, bufs: usize) -> Result<Program, Error> {
                     load(k, rt, &block(&rhs, r0, TILE_K, n0, TILE_N)?)?;
                     matmul(k, ps[b].view(), lt, rt, kk == 0)
                 })?;
-                k.tensor_copy(sb[b].view(), ps[b].view())?;
-                let dst = block(&out, m * TILE_M, TILE_M, n * TILE_N, TILE_N)?;
-                k.dma_copy(&dst, sb[b].view())
+                copy_out(k, &out, &ps[b], &sb[b], m, n)
             })
         },
     )?;
@@ -166,9 +160,7 @@ fn v3(rows: std::ops::Range<usize>) -> Result<Program, Error> {
                     let (st, mv) = (lt.select(1, kk)?, rt.select(1, kk)?);
                     matmul(k, ps[b].view(), &st, &mv, kk == 0)
                 })?;
-                k.tensor_copy(sb[b].view(), ps[b].view())?;
-                let dst = block(&out, m * TILE_M, TILE_M, n * TILE_N, TILE_N)?;
-                k.dma_copy(&dst, sb[b].view())
+                copy_out(k, &out, &ps[b], &sb[b], m, n)
             })
         },
     )?;
@@ -237,12 +229,10 @@ fn v5(rows: std::ops::Range<usize>) -> Result<Program, Error> {
 
 /// Random fp32 values in `[0, 1)` (the page's `rng.random`), as little-endian bytes.
 fn random_f32(len: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rng = Xorshift::new(seed);
     let mut out = Vec::with_capacity(4 * len);
     for _ in 0..len {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        let s = rng.next();
         out.extend_from_slice(&(((s >> 40) as f32) / (1u64 << 24) as f32).to_le_bytes());
     }
     out
@@ -368,12 +358,7 @@ fn run() -> Result<bool, Error> {
             dev.unload(lp)?;
         }
         // Sampled elements against an f64 reference (fp32 accumulation: relative 1e-5).
-        let mut s: u64 = 0x2545_F491_4F6C_DD1D;
-        for _ in 0..256 {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let (i, j) = ((s as usize) % rows, ((s >> 32) as usize) % N);
+        for (i, j) in samples(256, rows) {
             let want: f64 = (0..K)
                 .map(|kk| f32_at(&lhs_t, kk * M + i) * f32_at(&rhs, kk * N + j))
                 .sum();

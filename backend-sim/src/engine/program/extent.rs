@@ -4,7 +4,7 @@
 //! highest byte any instruction, descriptor or instance of a looped instruction touches.
 
 use super::Program;
-use super::loops::{for_each_corner, walk};
+use super::loops::{for_each_corner, terms_at, walk};
 use crate::engine::isa::{
     AccessPattern, DmaDescriptor, DmaEndpoint, DmaShift, EngineId, Instr, MemKind, Space, instance,
     shift_descriptor,
@@ -61,15 +61,7 @@ impl Program {
         for engine in EngineId::ALL {
             let stream = self.stream(engine);
             let _ = walk(engine, stream, |pc, ins, stack| {
-                let start = next;
-                while self
-                    .terms
-                    .get(next)
-                    .is_some_and(|t| t.engine == engine && t.pc as usize == pc)
-                {
-                    next += 1;
-                }
-                let terms = self.terms.get(start..next).unwrap_or(&[]);
+                let terms = terms_at(&self.terms, &mut next, engine, pc);
                 if terms.is_empty() {
                     end = end.max(instr_end(self, ins, DmaShift::default()));
                     return Ok(());

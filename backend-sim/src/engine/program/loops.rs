@@ -41,6 +41,24 @@ pub(super) struct Open {
     pc: usize,
 }
 
+/// The terms of instruction `pc` of `engine` in a table sorted by engine and pc, read from
+/// `*next` on (a cursor that a walk over the streams in order advances past them).
+pub(super) fn terms_at<'t>(
+    terms: &'t [DynTerm],
+    next: &mut usize,
+    engine: EngineId,
+    pc: usize,
+) -> &'t [DynTerm] {
+    let start = *next;
+    while terms
+        .get(*next)
+        .is_some_and(|t| t.engine == engine && t.pc as usize == pc)
+    {
+        *next += 1;
+    }
+    terms.get(start..*next).unwrap_or(&[])
+}
+
 /// Walks `stream` checking its loop structure; calls `f` on every instruction with the
 /// loops enclosing it (innermost last). Returns the dynamic instruction count (saturating).
 pub(super) fn walk(
@@ -246,15 +264,7 @@ impl Program {
             let mut has_loops = false;
             let dynamic = walk(engine, stream, |pc, ins, stack| {
                 has_loops |= ins.is_loop();
-                let start = next;
-                while p
-                    .terms
-                    .get(next)
-                    .is_some_and(|t| t.engine == engine && t.pc as usize == pc)
-                {
-                    next += 1;
-                }
-                let terms = p.terms.get(start..next).unwrap_or(&[]);
+                let terms = terms_at(&p.terms, &mut next, engine, pc);
                 if terms.is_empty() {
                     return Ok(());
                 }
