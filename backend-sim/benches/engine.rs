@@ -88,7 +88,7 @@ fn matmul_bench_dtype(dt: DType) {
         (2048, 2048, 2048),
     ] {
         let p = kernels::matmul(m, k, n, dt, DType::F32).unwrap();
-        let mut dev = Device::new(Instance::Trn1);
+        let dev = Device::new(Instance::Trn1);
         let lp = dev.load(0, p).unwrap();
         let a: Vec<f32> = (0..k * m)
             .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
@@ -174,7 +174,7 @@ fn idle_skip_bench() {
         ("16 DMA engines, 1 MiB rounds (HBM-bound)", 50, 16, 128),
     ] {
         let p = dma_program(rounds, engines, descs);
-        let mut dev = Device::new(Instance::Trn1);
+        let dev = Device::new(Instance::Trn1);
         let lp = dev.load(0, p).unwrap();
         let mut ticks = 0;
         let wall = best_of(3, || {
@@ -195,7 +195,7 @@ fn idle_skip_bench() {
     let mut b = ProgramBuilder::new("idle");
     let s = b.sem().unwrap();
     b.wait(EngineId::Scalar, s, 1);
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, b.build().unwrap()).unwrap();
     let t = Instant::now();
     let r = dev

@@ -105,7 +105,7 @@ fn main() -> Result<(), nrt_core::Error> {
         if which.as_deref().is_some_and(|w| w != name) {
             continue;
         }
-        let mut dev = Device::new(Instance::Trn1);
+        let dev = Device::new(Instance::Trn1);
         let lp = dev.load(0, build()?)?;
         let t = Instant::now();
         let r = dev.execute(&lp, &opts)?;

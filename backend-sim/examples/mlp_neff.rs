@@ -42,7 +42,7 @@ fn run(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
         ("w2", values(4, hidden * d_out)),
         ("b2", values(5, d_out)),
     ];
-    let mut dev = Device::new(Instance::Trn2);
+    let dev = Device::new(Instance::Trn2);
     let lp = dev.load(0, program.clone())?;
     let refs: Vec<(&str, &[u8])> = inputs.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     let (outputs, _) = dev.run(&lp, &refs, &ExecOptions::default())?;

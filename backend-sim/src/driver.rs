@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use nrt_core::bitmap::CoreBitmap;
 use nrt_core::driver::{
@@ -20,7 +20,7 @@ use nrt_core::topology;
 
 use crate::engine;
 use crate::instance::{DriverEmulation, Instance, SimConfig};
-use crate::machine::{CoreState, DeviceState, SimMachine, StagedState};
+use crate::machine::{CoreState, SimDevice, SimMachine, StagedState};
 
 /// Errors of the simulated driver.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,23 +177,21 @@ impl Drop for SimDriver {
         };
         for state in mine {
             if let Some(lp) = state.loaded {
-                if let Some(mut dev) = self.machine.device(self.device_of_pnc(state.pnc)) {
-                    let _ = dev.0.unload(lp);
+                if let Some(dev) = self.machine.device(self.device_of_pnc(state.pnc)) {
+                    let _ = dev.engine.unload(lp);
                 }
             }
         }
-        for d in 0..self.machine.hbm.len() as u32 {
-            if let Some(mut dev) = self.machine.device(d) {
-                let (hbm, owners) = &mut *dev;
-                let mine: Vec<u64> = owners
-                    .iter()
-                    .filter(|(_, o)| **o == self.owner)
-                    .map(|(a, _)| *a)
-                    .collect();
-                for a in mine {
-                    owners.remove(&a);
-                    let _ = hbm.hbm_mut().free(a);
-                }
+        for dev in &self.machine.devices {
+            let mut owners = dev.owners();
+            let mine: Vec<u64> = owners
+                .iter()
+                .filter(|(_, o)| **o == self.owner)
+                .map(|(a, _)| *a)
+                .collect();
+            for a in mine {
+                owners.remove(&a);
+                let _ = dev.engine.hbm().free(a);
             }
         }
         for c in self.machine.lock().iter_mut() {
@@ -382,8 +380,8 @@ impl Driver for SimDriver {
         };
         if let Some(lp) = state.loaded {
             let device = self.device_of_pnc(state.pnc);
-            if let Some(mut dev) = self.machine.device(device) {
-                dev.0
+            if let Some(dev) = self.machine.device(device) {
+                dev.engine
                     .unload(lp)
                     .map_err(|e| SimError::with_detail(ErrorKind::Other, "unload failed", &e))?;
             }
@@ -415,12 +413,12 @@ impl Driver for SimDriver {
                         &e,
                     )
                 })?;
-                let mut dev = self
+                let dev = self
                     .machine
                     .device(self.device_of_pnc(image.pnc))
                     .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
                 let lp = dev
-                    .0
+                    .engine
                     .load(self.locate_pnc(image.pnc).1, program)
                     .map_err(|e| {
                         let kind = if e.status() == nrt_core::NrtStatus::Resource {
@@ -472,13 +470,15 @@ impl Driver for SimDriver {
     }
 
     fn alloc_device(&self, device: u32, size: u64) -> Result<DeviceBuffer, SimError> {
-        let mut dev = self
+        let dev = self
             .machine
             .device(device)
             .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
-        let (hbm, owners) = &mut *dev;
-        let addr = hbm
-            .hbm_mut()
+        // The owners table is locked first, so no one sees the allocation without its owner.
+        let mut owners = dev.owners();
+        let addr = dev
+            .engine
+            .hbm()
             .alloc(size)
             .map_err(|_| SimError::new(ErrorKind::OutOfMemory, "device memory exhausted"))?;
         owners.insert(addr, self.owner);
@@ -486,27 +486,28 @@ impl Driver for SimDriver {
     }
 
     fn free_device(&self, buffer: DeviceBuffer) -> Result<(), SimError> {
-        let mut dev = self.own_buffer(buffer)?;
-        let (hbm, owners) = &mut *dev;
+        let dev = self.device_of_buffer(buffer)?;
+        let mut owners = dev.owners();
+        if owners.get(&buffer.addr) != Some(&self.owner) {
+            return Err(not_ours());
+        }
         owners.remove(&buffer.addr);
-        hbm.hbm_mut()
+        dev.engine
+            .hbm()
             .free(buffer.addr)
             .map_err(|_| SimError::new(ErrorKind::InvalidArgument, "not allocated"))
     }
 
     fn write_device(&self, b: DeviceBuffer, offset: u64, data: &[u8]) -> Result<(), SimError> {
-        let mut dev = self.own_buffer(b)?;
+        let dev = self.own_buffer(b)?;
         let addr = range(b, offset, data.len() as u64)?;
-        dev.0
-            .hbm_mut()
-            .write(addr, data)
-            .map_err(|_| out_of_range())
+        dev.hbm().write(addr, data).map_err(|_| out_of_range())
     }
 
     fn read_device(&self, b: DeviceBuffer, offset: u64, out: &mut [u8]) -> Result<(), SimError> {
         let dev = self.own_buffer(b)?;
         let addr = range(b, offset, out.len() as u64)?;
-        dev.0.hbm().read(addr, out).map_err(|_| out_of_range())
+        dev.hbm().read(addr, out).map_err(|_| out_of_range())
     }
 
     fn copy_device(
@@ -526,13 +527,11 @@ impl Driver for SimDriver {
             let n = (len - done).min(chunk.len() as u64) as usize;
             let buf = chunk.get_mut(..n).unwrap_or(&mut []);
             self.own_buffer(src)?
-                .0
                 .hbm()
                 .read(from + done, buf)
                 .map_err(|_| out_of_range())?;
             self.own_buffer(dst)?
-                .0
-                .hbm_mut()
+                .hbm()
                 .write(to + done, buf)
                 .map_err(|_| out_of_range())?;
             done += n as u64;
@@ -547,19 +546,18 @@ impl Driver for SimDriver {
         value: u8,
         len: u64,
     ) -> Result<(), SimError> {
-        let mut dev = self.own_buffer(b)?;
+        let dev = self.own_buffer(b)?;
         let addr = range(b, offset, len)?;
         if value == 0 {
             // Zero pages read as zero: drop them instead of writing (no allocation).
-            dev.0.hbm_mut().zero_range(addr, len);
+            dev.hbm().zero_range(addr, len);
             return Ok(());
         }
         let chunk = [value; 4096];
         let mut done = 0u64;
         while done < len {
             let n = (len - done).min(chunk.len() as u64) as usize;
-            dev.0
-                .hbm_mut()
+            dev.hbm()
                 .write(addr + done, chunk.get(..n).unwrap_or(&[]))
                 .map_err(|_| out_of_range())?;
             done += n as u64;
@@ -687,11 +685,11 @@ impl SimDriver {
             ..Default::default()
         };
         let report = {
-            let mut dev = self
+            let dev = self
                 .machine
                 .device(device)
                 .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
-            dev.0.execute_bound(lp, bound, &opts).map_err(|e| {
+            dev.engine.execute_bound(lp, bound, &opts).map_err(|e| {
                 SimError::with_detail(ErrorKind::InvalidArgument, "cannot run the program", &e)
             })?
         };
@@ -724,18 +722,28 @@ fn range(b: DeviceBuffer, offset: u64, len: u64) -> Result<u64, SimError> {
 }
 
 impl SimDriver {
-    /// The device of `b`, locked, if `b` is an allocation of this handle.
-    fn own_buffer(&self, b: DeviceBuffer) -> Result<MutexGuard<'_, DeviceState>, SimError> {
-        let dev = self
-            .machine
+    /// The device `b` lies on.
+    fn device_of_buffer(&self, b: DeviceBuffer) -> Result<&SimDevice, SimError> {
+        self.machine
             .device(b.device)
-            .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
-        if dev.1.get(&b.addr) != Some(&self.owner) {
-            return Err(SimError::new(
-                ErrorKind::InvalidArgument,
-                "not an allocation of this process",
-            ));
-        }
-        Ok(dev)
+            .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))
     }
+
+    /// The engine device of `b`, if `b` is an allocation of this handle. The owners table is
+    /// not held afterwards: a buffer freed by another thread of the same process while it is
+    /// read or written gives an out-of-range error, as freed memory does.
+    fn own_buffer(&self, b: DeviceBuffer) -> Result<&engine::Device, SimError> {
+        let dev = self.device_of_buffer(b)?;
+        if dev.owners().get(&b.addr) != Some(&self.owner) {
+            return Err(not_ours());
+        }
+        Ok(&dev.engine)
+    }
+}
+
+fn not_ours() -> SimError {
+    SimError::new(
+        ErrorKind::InvalidArgument,
+        "not an allocation of this process",
+    )
 }

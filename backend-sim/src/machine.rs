@@ -25,8 +25,21 @@ pub struct CoreState {
     pub exec_ready: bool,
 }
 
-/// One device's HBM and the driver handle owning each allocation.
-pub(crate) type DeviceState = (engine::Device, BTreeMap<u64, u64>);
+/// One simulated device of a machine: the engine's device (HBM and cores, shared by the
+/// threads driving its cores) and the driver handle owning each raw allocation.
+#[derive(Debug)]
+pub(crate) struct SimDevice {
+    pub(crate) engine: engine::Device,
+    /// Allocation base → the driver handle that made it.
+    pub(crate) owners: Mutex<BTreeMap<u64, u64>>,
+}
+
+impl SimDevice {
+    /// The owners table, locked.
+    pub(crate) fn owners(&self) -> MutexGuard<'_, BTreeMap<u64, u64>> {
+        lock(&self.owners)
+    }
+}
 
 /// A model staged on a simulated core.
 #[derive(Clone, Debug)]
@@ -96,8 +109,10 @@ pub struct SimMachine {
     pub(crate) config: SimConfig,
     cores: Mutex<Vec<CoreState>>,
     staged: Mutex<BTreeMap<u64, StagedState>>,
-    /// Per device: its HBM, and which driver handle owns each allocation.
-    pub(crate) hbm: Vec<Mutex<DeviceState>>,
+    /// The devices: each one's HBM and cores, and which driver handle owns each allocation.
+    /// No lock is held over a device for an execution: executions on different cores of one
+    /// device run at the same time.
+    pub(crate) devices: Vec<SimDevice>,
     pub(crate) executions: AtomicU64,
     /// A [`Reports`] value.
     reports: AtomicU8,
@@ -116,8 +131,11 @@ impl SimMachine {
             config,
             cores: Mutex::new(vec![CoreState::default(); n]),
             staged: Mutex::new(BTreeMap::new()),
-            hbm: (0..config.device_count.min(64))
-                .map(|_| Mutex::new((engine::Device::new(config.instance), BTreeMap::new())))
+            devices: (0..config.device_count.min(64))
+                .map(|_| SimDevice {
+                    engine: engine::Device::new(config.instance),
+                    owners: Mutex::default(),
+                })
                 .collect(),
             executions: AtomicU64::new(0),
             reports: AtomicU8::new(Reports::Off as u8),
@@ -187,12 +205,13 @@ impl SimMachine {
 
     /// Device memory allocated on device `device`, in bytes (whole pages).
     pub fn device_bytes_allocated(&self, device: u32) -> u64 {
-        self.device(device).map_or(0, |d| d.0.hbm().allocated())
+        self.device(device)
+            .map_or(0, |d| d.engine.hbm().allocated())
     }
 
     /// Device memory allocated over all devices, in bytes.
     pub fn total_device_bytes_allocated(&self) -> u64 {
-        (0..self.hbm.len() as u32)
+        (0..self.devices.len() as u32)
             .map(|d| self.device_bytes_allocated(d))
             .sum()
     }
@@ -202,8 +221,8 @@ impl SimMachine {
         self.executions.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn device(&self, device: u32) -> Option<MutexGuard<'_, DeviceState>> {
-        self.hbm.get(device as usize).map(lock)
+    pub(crate) fn device(&self, device: u32) -> Option<&SimDevice> {
+        self.devices.get(device as usize)
     }
 
     /// The models staged on the machine, by backend handle.

@@ -35,7 +35,7 @@ fn within(got: f64, want: f64, what: &str) {
 }
 
 fn exec_on(instance: Instance, p: Program, inputs: &[(&str, &[u8])]) -> ExecReport {
-    let mut dev = Device::new(instance);
+    let dev = Device::new(instance);
     let lp = dev.load(0, p).unwrap();
     for (n, b) in inputs {
         dev.write_tensor(&lp, n, b).unwrap();
@@ -158,7 +158,7 @@ fn dma_1mib_over_16_engines_is_held_to_the_hbm_share() {
     assert_eq!(n, 16);
     b.wait(EngineId::Sync, s, n);
     let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, b.build().unwrap()).unwrap();
     dev.write_tensor(&lp, "x", &data).unwrap();
     let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
@@ -453,7 +453,7 @@ fn pipeline_without_a_semwait_reports_the_hazard() {
     assert!(msg.contains("0x800"), "names the bank address: {msg}");
     assert!(!r.hazards.is_empty());
     // Device::run surfaces it as the error.
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, pipeline(6, Some(3))).unwrap();
     let err = dev.run(&lp, &[], &ExecOptions::default()).unwrap_err();
     assert_eq!(err.status(), NrtStatus::ExecCompletedWithErr);
@@ -502,7 +502,7 @@ fn never_halting_program_times_out() {
     let s = b.sem().unwrap();
     b.wait(EngineId::Scalar, s, 1);
     let p = b.build().unwrap();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     let opts = ExecOptions {
         max_ticks: 1_000_000,

@@ -84,7 +84,7 @@ fn mutations_never_panic() {
         if let Ok(p) = Program::from_bytes(&m) {
             accepted += 1;
             // Anything accepted is valid and runs (or fails cleanly) without panicking.
-            let mut dev = Device::with_hbm_capacity(Instance::Trn1, 1 << 30);
+            let dev = Device::with_hbm_capacity(Instance::Trn1, 1 << 30);
             if let Ok(lp) = dev.load(0, p) {
                 let opts = nrt_sim::engine::ExecOptions {
                     max_ticks: 2_000_000,
@@ -269,7 +269,7 @@ fn partition_rules_are_enforced_at_load() {
     // Device::load validates too (a hand-made invalid program).
     let mut p = kernels::elementwise(kernels::Elementwise::Add, 4, 4, DType::F32).unwrap();
     p.streams[0].pop();
-    let mut dev = Device::new(Instance::Trn2);
+    let dev = Device::new(Instance::Trn2);
     assert!(
         dev.load(0, p)
             .unwrap_err()
@@ -284,7 +284,7 @@ fn hbm_capacity_is_accounted() {
     let mut b = ProgramBuilder::new("big");
     b.input("x", DType::F32, &[5 << 30]);
     let big = b.build().unwrap();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, big.clone()).unwrap();
     assert_eq!(dev.hbm().allocated(), 20 << 30);
     assert_eq!(dev.hbm().resident_bytes(), 0);
@@ -299,7 +299,7 @@ fn hbm_capacity_is_accounted() {
     dev.unload(lp).unwrap();
     dev.load(1, big.clone()).unwrap();
     // trn2: 96 GiB, 8 cores.
-    let mut dev2 = Device::new(Instance::Trn2);
+    let dev2 = Device::new(Instance::Trn2);
     assert_eq!(dev2.core_count(), 8);
     for core in 0..4 {
         dev2.load(core, big.clone()).unwrap();
@@ -311,7 +311,7 @@ fn hbm_capacity_is_accounted() {
 #[test]
 fn io_binds_by_name() {
     let p = kernels::elementwise(kernels::Elementwise::Add, 2, 2, DType::F32).unwrap();
-    let mut dev = Device::new(Instance::Inf2);
+    let dev = Device::new(Instance::Inf2);
     let lp = dev.load(0, p).unwrap();
     assert_eq!(
         dev.write_tensor(&lp, "nope", &[0; 16])

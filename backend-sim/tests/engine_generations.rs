@@ -38,7 +38,7 @@ fn the_specs_are_the_instances() {
 #[test]
 fn sbuf_beyond_v2_runs_on_trn2_only() {
     let p = high_sbuf_program(4096);
-    let mut dev = Device::new(Instance::Trn2);
+    let dev = Device::new(Instance::Trn2);
     let lp = dev.load(0, p.clone()).unwrap();
     let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
     r.result().unwrap();
@@ -46,7 +46,7 @@ fn sbuf_beyond_v2_runs_on_trn2_only() {
     assert_eq!(sbuf.partition_bytes(), 224 * 1024);
     assert_eq!(sbuf.read(127, 224 * 1024 - 4, 4), &1.0f32.to_le_bytes()[..]);
     for inst in [Instance::Trn1, Instance::Inf2] {
-        let mut dev = Device::new(inst);
+        let dev = Device::new(inst);
         let e = dev.load(0, p.clone()).unwrap_err();
         assert_eq!(e.status(), NrtStatus::Invalid);
         assert_eq!(
@@ -108,7 +108,7 @@ fn the_psum_port_is_shared_on_v2_only() {
     );
     let p = b.build().unwrap();
     let stall = |inst| {
-        let mut dev = Device::new(inst);
+        let dev = Device::new(inst);
         let lp = dev.load(0, p.clone()).unwrap();
         let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
         r.result().unwrap();
@@ -122,7 +122,7 @@ fn the_psum_port_is_shared_on_v2_only() {
 fn vector_ns(inst: Instance, ins: Instr) -> f64 {
     let mut b = ProgramBuilder::new("one");
     b.push(EngineId::Vector, ins);
-    let mut dev = Device::new(inst);
+    let dev = Device::new(inst);
     let lp = dev.load(0, b.build().unwrap()).unwrap();
     let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
     r.result().unwrap();

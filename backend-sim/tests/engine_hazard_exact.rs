@@ -25,7 +25,7 @@ fn exec(p: Program, inputs: &[(&str, &[f32])]) -> (ExecReport, Vec<(String, Vec<
         .iter()
         .map(|t| (t.name.clone(), t.dtype))
         .collect();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     for (name, v) in inputs {
         let dt = tensors.iter().find(|(n, _)| n == name).unwrap().1;

@@ -90,7 +90,7 @@ fn x() -> Vec<f32> {
 
 #[test]
 fn a_clean_run_at_the_same_addresses_is_not_checked_again() {
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, program()).unwrap();
     dev.write_tensor(&lp, "x", &encode_f32(DType::F32, &x()))
         .unwrap();
@@ -127,7 +127,7 @@ fn a_clean_run_at_the_same_addresses_is_not_checked_again() {
 
 #[test]
 fn other_addresses_are_checked_and_an_aliasing_binding_is_a_hazard() {
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, program()).unwrap();
     let (xi, zi) = (0usize, 2usize);
     assert_eq!(lp.program().tensors[zi].name, "z");
@@ -154,7 +154,7 @@ fn other_addresses_are_checked_and_an_aliasing_binding_is_a_hazard() {
     }
 
     // z bound to a clean address of its own: checked once, then remembered.
-    let spare = dev.hbm_mut().alloc(u64::from(COLS) * 4).unwrap();
+    let spare = dev.hbm().alloc(u64::from(COLS) * 4).unwrap();
     let checked: Vec<bool> = (0..2)
         .map(|_| {
             let r = dev
@@ -175,7 +175,7 @@ fn other_addresses_are_checked_and_an_aliasing_binding_is_a_hazard() {
 
 #[test]
 fn a_program_with_a_hazard_is_checked_every_time() {
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     // ScalarE writes the tile VectorE reads, with no semaphore between them.
     let mut b = ProgramBuilder::new("race");
     b.output("y", DType::F32, &[1, 4]);

@@ -194,7 +194,7 @@ fn format_1_0_programs_are_unchanged() {
     assert_eq!((mb.len(), fnv(&mb)), (5599, 0x9617_f850_4291_c3b2));
     assert_eq!(Program::from_bytes(&mb).unwrap(), mlp);
 
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     let x: Vec<f32> = (0..32).map(|i| (i as f32 - 13.0) * 0.37).collect();
     let xb = encode_f32(DType::F32, &x);
@@ -464,7 +464,7 @@ fn every_1_1_instruction_round_trips() {
 /// Rule: a 1.1 program runs (no hazard, no error) on the simulator.
 #[test]
 fn every_1_1_instruction_executes() {
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, every_1_1()).unwrap();
     let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
     r.result().unwrap();
@@ -975,7 +975,7 @@ fn mutated_1_1_programs_never_panic() {
         }
         if let Ok(p) = Program::from_bytes(&m) {
             accepted += 1;
-            let mut dev = Device::with_hbm_capacity(Instance::Trn1, 1 << 30);
+            let dev = Device::with_hbm_capacity(Instance::Trn1, 1 << 30);
             if let Ok(lp) = dev.load(0, p) {
                 let opts = ExecOptions {
                     max_ticks: 2_000_000,
@@ -1145,7 +1145,7 @@ fn costs_follow_the_published_rules() {
 /// second access's region.
 fn hazards_of(p: Program) -> Vec<(String, String, nrt_sim::engine::Region)> {
     use nrt_sim::engine::Actor;
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
     assert_eq!(r.status, NrtStatus::ExecCompletedWithErr);

@@ -78,7 +78,7 @@ fn elementwise_int32() {
     use nrt_sim::Instance;
     use nrt_sim::engine::{Device, ExecOptions};
     let p = kernels::elementwise(kernels::Elementwise::Mul, 3, 4, DType::I32).unwrap();
-    let mut dev = Device::new(Instance::Inf2);
+    let dev = Device::new(Instance::Inf2);
     let lp = dev.load(1, p).unwrap();
     let a: Vec<u8> = (0..12i32)
         .flat_map(|v| (v * 1_000_000).to_le_bytes())

@@ -410,7 +410,7 @@ fn interior_instances_are_checked_as_they_issue() {
     p.terms
         .sort_by_key(|t| (t.engine.index(), t.pc, t.slot, t.reg));
     p.validate().unwrap();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     let report = dev.execute(&lp, &quiet()).unwrap();
     let e = report.result().unwrap_err();
@@ -447,7 +447,7 @@ fn mutated_looped_programs_never_panic() {
         }
         if let Ok(p) = Program::from_bytes(&m) {
             accepted += 1;
-            let mut dev = Device::with_hbm_capacity(Instance::Trn1, 1 << 30);
+            let dev = Device::with_hbm_capacity(Instance::Trn1, 1 << 30);
             if let Ok(lp) = dev.load(0, p) {
                 let opts = ExecOptions {
                     max_ticks: 2_000_000,

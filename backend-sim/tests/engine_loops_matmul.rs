@@ -28,7 +28,7 @@ fn quiet() -> ExecOptions {
 /// Runs `p` on `(lhs_t, rhs)` and returns the output's bits and the report.
 fn run_bits(p: Program, a: &[f32], b: &[f32], in_dt: DType) -> (Vec<u32>, ExecReport) {
     let out_dt = p.tensors[2].dtype;
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     let (a, b) = (encode_f32(in_dt, a), encode_f32(in_dt, b));
     let (outs, report) = dev
@@ -139,7 +139,7 @@ fn looped_matmul_8192_cubed() {
     let build = t.elapsed();
     let a = data(21, k * m, DType::Bf16);
     let b = data(22, k * n, DType::Bf16);
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     dev.write_tensor(&lp, "lhs_t", &encode_f32(DType::Bf16, &a))
         .unwrap();

@@ -78,7 +78,7 @@ fn engine_matmul(
     out: DType,
 ) -> Vec<u32> {
     let p = kernels::matmul(m as u64, k as u64, n as u64, dt, out).unwrap();
-    let mut dev = Device::new(trn1());
+    let dev = Device::new(trn1());
     let lp = dev.load(0, p).unwrap();
     let (ab, bb) = (encode_f32(dt, a), encode_f32(dt, b));
     let (outs, report) = dev
@@ -308,7 +308,7 @@ fn one_tile(
         })
         .collect();
     b.dma_on(engine, 1, 0, &stores, stored, 1);
-    let mut dev = Device::new(trn1());
+    let dev = Device::new(trn1());
     let lp = dev.load(0, b.build().unwrap()).unwrap();
     let (outs, report) = dev
         .run(&lp, &[("x", x), ("y", y)], &ExecOptions::default())
@@ -755,7 +755,7 @@ fn matmul_moving_reuse_sees_writes_between_matmuls() {
         })
         .collect();
     b.dma_on(EngineId::Sync, 0, 0, &stores, stored, 1);
-    let mut dev = Device::new(trn1());
+    let dev = Device::new(trn1());
     let lp = dev.load(0, b.build().unwrap()).unwrap();
     let (outs, report) = dev
         .run(

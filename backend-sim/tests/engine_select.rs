@@ -275,7 +275,7 @@ fn run_dma(
     }
     let p = b.build().unwrap();
     assert_eq!(p.format_minor(), 1);
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     let (outs, r) = dev
         .run(&lp, &[("x", &x.2)], &ExecOptions::default())

@@ -223,7 +223,7 @@ fn simulate(p: Program, inputs: &[(&str, Vec<u8>)], reps: usize) -> (Duration, u
         recheck_hazards: true,
         ..ExecOptions::default()
     };
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     for (name, bytes) in inputs {
         dev.write_tensor(&lp, name, bytes).unwrap();

@@ -631,7 +631,7 @@ fn run() -> Result<bool, Error> {
         let build_s = t0.elapsed().as_secs_f64();
         let (instrs, descs) = (program.instruction_count(), program.descriptors.len());
         let t1 = Instant::now();
-        let mut dev = Device::new(Instance::Trn1);
+        let dev = Device::new(Instance::Trn1);
         let lp = dev.load(0, program)?;
         let (outs, report) = dev.run(&lp, &[("lhsT", &lhs_t), ("rhs", &rhs)], &quiet)?;
         let run_s = t1.elapsed().as_secs_f64();

@@ -323,7 +323,7 @@ fn run() -> Result<bool, Error> {
             continue;
         }
         let (mut ticks, mut acc, mut built, mut ran, mut instrs) = (0u64, [0u64; 4], 0.0, 0.0, 0);
-        let mut dev = Device::new(Instance::Trn2);
+        let dev = Device::new(Instance::Trn2);
         let chunk = chunk_rows(name).min(rows);
         let mut got = vec![0f32; rows * N];
         for r0 in (0..rows).step_by(chunk) {

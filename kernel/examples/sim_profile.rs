@@ -60,7 +60,7 @@ fn main() {
         record_events: false,
         ..ExecOptions::default()
     };
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     for (name, bytes) in &inputs {
         dev.write_tensor(&lp, name, bytes).unwrap();

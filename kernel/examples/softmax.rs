@@ -396,7 +396,7 @@ fn reroll() -> Result<(), Box<dyn Error>> {
     ] {
         let instrs: usize = program.streams.iter().map(Vec::len).sum();
         let descs = program.descriptors.len();
-        let mut dev = Device::new(Instance::Trn1);
+        let dev = Device::new(Instance::Trn1);
         let loaded = dev.load(0, program)?;
         let (out, report) = dev.run(&loaded, &[("x", &input)], &ExecOptions::default())?;
         if !report.hazards.is_empty() {

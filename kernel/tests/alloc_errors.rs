@@ -260,7 +260,7 @@ fn a_kernel_plans_for_its_generations_sbuf() {
         Instance::Trn2.core_spec(),
     ))
     .unwrap();
-    let mut dev = Device::new(Instance::Trn2);
+    let dev = Device::new(Instance::Trn2);
     let lp = dev.load(0, p.clone()).unwrap();
     let (outs, _) = dev
         .run(&lp, &[], &nrt_sim::engine::ExecOptions::default())

@@ -137,7 +137,7 @@ fn library_matmul_8192_cubed_runs() {
     let mut rng = Rng(0x8192);
     let av: Vec<f32> = (0..n * n).map(|_| rng.small(8) / 8.0).collect();
     let bv: Vec<f32> = (0..n * n).map(|_| rng.small(8) / 8.0).collect();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     dev.write_tensor(&lp, "a", &encode_f32(DType::Bf16, &av))
         .unwrap();

@@ -115,7 +115,7 @@ fn the_detector_sees_a_missing_wait() {
     k.dma_copy(&y, &t).unwrap();
     let mut p = k.build().unwrap();
     let run = |p: &nrt_kernel::Program| {
-        let mut dev = Device::new(Instance::Trn1);
+        let dev = Device::new(Instance::Trn1);
         let lp = dev.load(0, p.clone()).unwrap();
         dev.execute(&lp, &ExecOptions::default()).unwrap()
     };

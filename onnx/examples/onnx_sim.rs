@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         inputs.push((t.name.clone(), data));
     }
     let program = lw.program;
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, program)?;
     let t3 = Instant::now();
     let refs: Vec<(&str, &[u8])> = inputs.iter().map(|(n, d)| (n.as_str(), &d[..])).collect();

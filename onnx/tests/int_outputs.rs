@@ -66,7 +66,7 @@ fn run_raw(lw: &Lowered, inputs: &[(&str, Vec<f32>)]) -> Vec<Vec<u8>> {
         .iter()
         .map(|(n, v)| (n.to_string(), encode_f32(DType::F32, v)))
         .collect();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, lw.program.clone()).expect("load");
     let refs: Vec<(&str, &[u8])> = enc.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
     let (outs, report) = dev.run(&lp, &refs, &ExecOptions::default()).expect("run");

@@ -63,7 +63,7 @@ fn exec(lw: Lowered, inputs: &[(&str, Vec<f32>)]) -> Vec<Vec<f32>> {
         .iter()
         .map(|o| (o.name.clone(), nrt_onnx::io_dtype(o.elem)))
         .collect();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, lw.program).expect("load");
     let refs: Vec<(&str, &[u8])> = ins.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
     let (got, report) = dev.run(&lp, &refs, &ExecOptions::default()).expect("run");

@@ -114,7 +114,7 @@ pub fn mlp_inputs() -> Vec<(&'static str, Vec<u8>)> {
 
 /// The MLP's output computed by the engine directly (no runtime, no backend).
 pub fn mlp_expected() -> Vec<u8> {
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, mlp_program()).unwrap_or_else(|e| panic!("{e}"));
     let ins = mlp_inputs();
     let refs: Vec<(&str, &[u8])> = ins.iter().map(|(n, d)| (*n, d.as_slice())).collect();

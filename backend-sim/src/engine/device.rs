@@ -2,7 +2,7 @@
 //! I/O by tensor name and execution.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use nrt_core::{Error, err};
 
@@ -28,13 +28,46 @@ struct CoreMem {
     psum: OnChip,
 }
 
+/// A physical core's memories (`None` until its first execution).
+type CoreSlot = Mutex<Option<CoreMem>>;
+
 /// One simulated Neuron device (chip): HBM with the instance's capacity and its physical cores.
+///
+/// Shared by the threads driving its cores: every method takes `&self`. An execution locks
+/// only its own core's memories (SBUF, PSUM) and copies through the device's HBM, which is
+/// synchronised page by page ([`Hbm`]), so executions on different cores run at the same time
+/// on different host threads. Two executions on one core take turns.
 pub struct Device {
     id: u64,
     instance: Instance,
     hbm: Hbm,
-    cores: Vec<Option<CoreMem>>,
-    next_load: u64,
+    cores: Vec<CoreSlot>,
+    next_load: AtomicU64,
+}
+
+/// One of a core's memories, borrowed from a [`Device`] ([`Device::sbuf`], [`Device::psum`]):
+/// the core is locked while it is held.
+pub struct CoreMemRef<'d> {
+    guard: MutexGuard<'d, Option<CoreMem>>,
+    psum: bool,
+}
+
+impl core::fmt::Debug for CoreMemRef<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl core::ops::Deref for CoreMemRef<'_> {
+    type Target = OnChip;
+    fn deref(&self) -> &OnChip {
+        // Built only over a core that has its memories; they are never taken away.
+        match (&*self.guard, self.psum) {
+            (Some(c), false) => &c.sbuf,
+            (Some(c), true) => &c.psum,
+            (None, _) => OnChip::empty(),
+        }
+    }
 }
 
 impl core::fmt::Debug for Device {
@@ -100,8 +133,10 @@ impl Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             instance,
             hbm: Hbm::new(hbm_bytes),
-            cores: (0..instance.cores_per_device()).map(|_| None).collect(),
-            next_load: 1,
+            cores: (0..instance.cores_per_device())
+                .map(|_| Mutex::new(None))
+                .collect(),
+            next_load: AtomicU64::new(1),
         }
     }
 
@@ -125,25 +160,25 @@ impl Device {
         &self.hbm
     }
 
-    /// The device's HBM, mutable (raw allocations outside programs).
-    pub fn hbm_mut(&mut self) -> &mut Hbm {
-        &mut self.hbm
-    }
-
     /// The SBUF of physical core `core` as the last execution left it (`None` before the
     /// core's first execution).
-    pub fn sbuf(&self, core: u32) -> Option<&OnChip> {
-        self.cores.get(core as usize)?.as_ref().map(|c| &c.sbuf)
+    pub fn sbuf(&self, core: u32) -> Option<CoreMemRef<'_>> {
+        self.core_mem(core, false)
     }
 
     /// The PSUM of physical core `core` as the last execution left it.
-    pub fn psum(&self, core: u32) -> Option<&OnChip> {
-        self.cores.get(core as usize)?.as_ref().map(|c| &c.psum)
+    pub fn psum(&self, core: u32) -> Option<CoreMemRef<'_>> {
+        self.core_mem(core, true)
+    }
+
+    fn core_mem(&self, core: u32, psum: bool) -> Option<CoreMemRef<'_>> {
+        let guard = lock(self.cores.get(core as usize)?);
+        guard.is_some().then_some(CoreMemRef { guard, psum })
     }
 
     /// Validates `program` and places it on physical core `core`: allocates every tensor
     /// (beyond capacity: `NRT_RESOURCE`, nothing kept) and writes the constants.
-    pub fn load(&mut self, core: u32, program: Program) -> Result<LoadedProgram, Error> {
+    pub fn load(&self, core: u32, program: Program) -> Result<LoadedProgram, Error> {
         if core >= self.core_count() {
             return Err(err!(
                 Invalid,
@@ -190,8 +225,7 @@ impl Device {
                 self.hbm.write_unchecked(b, &t.data);
             }
         }
-        let serial = self.next_load;
-        self.next_load += 1;
+        let serial = self.next_load.fetch_add(1, Ordering::Relaxed);
         let plan = program.loop_plan().map(Arc::new);
         Ok(LoadedProgram {
             device: self.id,
@@ -217,7 +251,7 @@ impl Device {
     }
 
     /// Frees the program's tensors.
-    pub fn unload(&mut self, lp: LoadedProgram) -> Result<(), Error> {
+    pub fn unload(&self, lp: LoadedProgram) -> Result<(), Error> {
         self.check_owner(&lp)?;
         for &b in &lp.bases {
             self.hbm.free(b)?;
@@ -238,12 +272,7 @@ impl Device {
     }
 
     /// Writes a tensor's bytes (its exact size, `NRT_INVALID` otherwise).
-    pub fn write_tensor(
-        &mut self,
-        lp: &LoadedProgram,
-        name: &str,
-        data: &[u8],
-    ) -> Result<(), Error> {
+    pub fn write_tensor(&self, lp: &LoadedProgram, name: &str, data: &[u8]) -> Result<(), Error> {
         self.check_owner(lp)?;
         let (i, t) = Self::tensor(lp, name)?;
         let size = t.size_bytes().unwrap_or(0);
@@ -273,7 +302,7 @@ impl Device {
     /// Executes a loaded program on its core. Before it starts, the core's SBUF and PSUM and
     /// the program's output and scratch tensors are zeroed, so the result depends only on the
     /// program and its inputs.
-    pub fn execute(&mut self, lp: &LoadedProgram, opts: &ExecOptions) -> Result<ExecReport, Error> {
+    pub fn execute(&self, lp: &LoadedProgram, opts: &ExecOptions) -> Result<ExecReport, Error> {
         self.check_owner(lp)?;
         self.execute_at(lp, &lp.bases, opts)
     }
@@ -283,7 +312,7 @@ impl Device {
     /// device tensors without copying them. Bound tensors must lie inside allocations of this
     /// device's HBM; bound outputs are zeroed before the run like the program's own.
     pub fn execute_bound(
-        &mut self,
+        &self,
         lp: &LoadedProgram,
         bound: &[(usize, u64)],
         opts: &ExecOptions,
@@ -310,7 +339,7 @@ impl Device {
     /// Runs `lp` with its tensors at `bases`: zeroes the outputs and scratch tensors there and
     /// the core's SBUF and PSUM, then executes.
     fn execute_at(
-        &mut self,
+        &self,
         lp: &LoadedProgram,
         bases: &[u64],
         opts: &ExecOptions,
@@ -320,10 +349,11 @@ impl Device {
                 self.hbm.zero_range(b, t.size_bytes().unwrap_or(0));
             }
         }
-        let slot = self
-            .cores
-            .get_mut(lp.core as usize)
-            .ok_or_else(|| err!(Invalid, "core {} does not exist", lp.core))?;
+        let mut slot = lock(
+            self.cores
+                .get(lp.core as usize)
+                .ok_or_else(|| err!(Invalid, "core {} does not exist", lp.core))?,
+        );
         let spec = self.instance.core_spec();
         let core = slot.get_or_insert_with(|| CoreMem {
             sbuf: OnChip::sbuf_of(spec),
@@ -340,7 +370,7 @@ impl Device {
             plan: lp.plan.as_deref(),
             bases,
             hbm_writes: &lp.hbm_writes,
-            hbm: &mut self.hbm,
+            hbm: &self.hbm,
             sbuf: &mut core.sbuf,
             psum: &mut core.psum,
             check_hazards,
@@ -364,7 +394,7 @@ impl Device {
     /// Writes `inputs` by name, executes, and returns every output tensor by name with the
     /// report; an execution error (hazard, timeout) is returned as the error.
     pub fn run(
-        &mut self,
+        &self,
         lp: &LoadedProgram,
         inputs: &[(&str, &[u8])],
         opts: &ExecOptions,
@@ -382,4 +412,9 @@ impl Device {
         }
         Ok((outs, report))
     }
+}
+
+/// Locks `m`, taking over a poisoned lock: a core's memories are cleared before each run.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

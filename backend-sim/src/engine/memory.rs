@@ -1,6 +1,7 @@
 //! Device memories: per-core SBUF and PSUM, and sparse per-device HBM with capacity accounting.
 
 use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hashbrown::HashMap;
 
@@ -100,6 +101,20 @@ impl OnChip {
         if let Some(cs) = self.chunk_gen.get_mut(p * per + c0..p * per + c1.max(c0)) {
             cs.fill(self.generation);
         }
+    }
+
+    /// The empty memory (no partitions): what a borrowed core memory reads as when it has
+    /// none.
+    pub(crate) fn empty() -> &'static OnChip {
+        static EMPTY: OnChip = OnChip {
+            bytes: Vec::new(),
+            partition_bytes: 0,
+            stride: 0,
+            high_water: Vec::new(),
+            generation: 0,
+            chunk_gen: Vec::new(),
+        };
+        &EMPTY
     }
 
     /// A zeroed NeuronCore-v2 SBUF (128 × 192 KiB).
@@ -283,16 +298,56 @@ impl OnChip {
     }
 }
 
-/// Sparse HBM of one device: pages materialise on first write (reads of untouched pages return
-/// zeros), allocations are page-aligned and counted against the device's capacity.
-#[derive(Debug, Clone)]
-pub struct Hbm {
-    capacity: u64,
+/// Host memory of the materialised HBM pages: `HBM_SHARDS` maps, each behind its own lock,
+/// a page in the map of its index modulo the shard count (so the cores of a device copying
+/// different pages at the same time rarely meet on one lock).
+const HBM_SHARDS: usize = 64;
+
+type PageMap = HashMap<u64, Box<[u8]>>;
+
+/// The allocation table of an [`Hbm`].
+#[derive(Debug, Default)]
+struct Space {
     allocated: u64,
     /// Allocation base → rounded size.
     allocs: BTreeMap<u64, u64>,
-    /// Page index → page bytes (hashed: a DMA descriptor looks its pages up one by one).
-    pages: HashMap<u64, Box<[u8]>>,
+}
+
+/// Sparse HBM of one device: pages materialise on first write (reads of untouched pages return
+/// zeros), allocations are page-aligned and counted against the device's capacity.
+///
+/// Shared by the device's cores: every method takes `&self`. The allocation table has one
+/// lock and the pages are sharded over [`HBM_SHARDS`] locks taken one page at a time, so
+/// executions on different cores copy at the same time. Concurrent writes of one byte (a
+/// race in the program, as on hardware) leave one of the values, never a torn page.
+pub struct Hbm {
+    capacity: u64,
+    space: Mutex<Space>,
+    pages: Box<[RwLock<PageMap>]>,
+}
+
+impl core::fmt::Debug for Hbm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Hbm")
+            .field("capacity", &self.capacity)
+            .field("allocated", &self.allocated())
+            .field("resident_bytes", &self.resident_bytes())
+            .finish()
+    }
+}
+
+/// Locks `m`, taking over a poisoned lock (every table here is consistent between
+/// statements).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read_lock<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write_lock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Hbm {
@@ -300,10 +355,16 @@ impl Hbm {
     pub fn new(capacity: u64) -> Self {
         Self {
             capacity,
-            allocated: 0,
-            allocs: BTreeMap::new(),
-            pages: HashMap::new(),
+            space: Mutex::default(),
+            pages: (0..HBM_SHARDS).map(|_| RwLock::default()).collect(),
         }
+    }
+
+    /// The shard holding page `page`.
+    #[inline]
+    fn shard(&self, page: u64) -> &RwLock<PageMap> {
+        // `pages` has HBM_SHARDS entries, a power of two.
+        &self.pages[(page as usize) & (HBM_SHARDS - 1)]
     }
 
     /// Capacity in bytes.
@@ -313,31 +374,36 @@ impl Hbm {
 
     /// Bytes allocated (sizes rounded up to whole pages).
     pub fn allocated(&self) -> u64 {
-        self.allocated
+        lock(&self.space).allocated
     }
 
     /// Bytes of host memory holding materialised pages.
     pub fn resident_bytes(&self) -> u64 {
-        self.pages.len() as u64 * HBM_PAGE_BYTES
+        self.pages
+            .iter()
+            .map(|s| read_lock(s).len() as u64)
+            .sum::<u64>()
+            * HBM_PAGE_BYTES
     }
 
     /// Allocates `size` bytes (at least one page), first fit. Beyond the capacity:
     /// `NRT_RESOURCE`.
-    pub fn alloc(&mut self, size: u64) -> Result<u64, Error> {
+    pub fn alloc(&self, size: u64) -> Result<u64, Error> {
         let rounded = size
             .max(1)
             .checked_next_multiple_of(HBM_PAGE_BYTES)
             .ok_or_else(|| err!(Resource, "HBM allocation of {size} bytes is too large"))?;
-        if rounded > self.capacity - self.allocated {
+        let mut space = lock(&self.space);
+        if rounded > self.capacity - space.allocated {
             return Err(err!(
                 Resource,
                 "Failed to allocate {size} bytes of HBM: {} of {} bytes in use",
-                self.allocated,
+                space.allocated,
                 self.capacity
             ));
         }
         let mut cursor = 0u64;
-        for (&base, &len) in &self.allocs {
+        for (&base, &len) in &space.allocs {
             if base - cursor >= rounded {
                 break;
             }
@@ -349,25 +415,28 @@ impl Hbm {
                 "Failed to allocate {size} bytes of HBM: no free range that large (fragmented)"
             ));
         }
-        self.allocs.insert(cursor, rounded);
-        self.allocated += rounded;
+        space.allocs.insert(cursor, rounded);
+        space.allocated += rounded;
         Ok(cursor)
     }
 
     /// Frees the allocation at `base`; its pages are dropped, so a later allocation reads zeros.
-    pub fn free(&mut self, base: u64) -> Result<(), Error> {
-        let len = self
+    pub fn free(&self, base: u64) -> Result<(), Error> {
+        let mut space = lock(&self.space);
+        let len = space
             .allocs
             .remove(&base)
             .ok_or_else(|| err!(Invalid, "HBM address {base:#x} is not an allocation"))?;
-        self.allocated -= len;
+        space.allocated -= len;
+        // Dropped while the table is locked: an allocation of the same range made after this
+        // returns finds no page of the old one.
         self.drop_pages(base / HBM_PAGE_BYTES, (base + len) / HBM_PAGE_BYTES);
         Ok(())
     }
 
     /// Whether `[addr, addr + len)` lies inside one allocation.
     pub fn is_allocated(&self, addr: u64, len: u64) -> bool {
-        match self.allocs.range(..=addr).next_back() {
+        match lock(&self.space).allocs.range(..=addr).next_back() {
             Some((&base, &size)) => addr.saturating_add(len) <= base + size,
             None => false,
         }
@@ -387,7 +456,7 @@ impl Hbm {
     }
 
     /// Copies `data` to `addr`. The range must be allocated (`NRT_INVALID`).
-    pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Error> {
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), Error> {
         if !self.is_allocated(addr, data.len() as u64) {
             return Err(err!(
                 Invalid,
@@ -401,7 +470,7 @@ impl Hbm {
 
     /// Zeroes `[addr, addr + len)` without allocating: whole pages are dropped (sparse
     /// again), partial pages are cleared in place.
-    pub(crate) fn zero_range(&mut self, addr: u64, len: u64) {
+    pub(crate) fn zero_range(&self, addr: u64, len: u64) {
         let end = addr.saturating_add(len);
         let first_full = addr.div_ceil(HBM_PAGE_BYTES);
         let last_full = end / HBM_PAGE_BYTES;
@@ -411,7 +480,7 @@ impl Hbm {
             let page = a / HBM_PAGE_BYTES;
             let off = (a % HBM_PAGE_BYTES) as usize;
             let n = ((HBM_PAGE_BYTES as usize - off) as u64).min(end - a) as usize;
-            if let Some(p) = self.pages.get_mut(&page) {
+            if let Some(p) = write_lock(self.shard(page)).get_mut(&page) {
                 if let Some(s) = p.get_mut(off..off + n) {
                     s.fill(0);
                 }
@@ -421,17 +490,28 @@ impl Hbm {
     }
 
     /// Drops the materialised pages `first..last` (by key when the range holds fewer pages
-    /// than the map, else by one pass over the map).
-    fn drop_pages(&mut self, first: u64, last: u64) {
+    /// than the shards, else by one pass over each shard).
+    fn drop_pages(&self, first: u64, last: u64) {
         if first >= last {
             return;
         }
-        if last - first <= self.pages.len() as u64 {
-            for k in first..last {
-                self.pages.remove(&k);
+        for (i, shard) in self.pages.iter().enumerate() {
+            let mut map = write_lock(shard);
+            if map.is_empty() {
+                continue;
             }
-        } else {
-            self.pages.retain(|&k, _| !(first..last).contains(&k));
+            // The keys of shard `i` in `first..last`: `k ≡ i (mod HBM_SHARDS)`.
+            let n = last - first;
+            if n / HBM_SHARDS as u64 <= map.len() as u64 {
+                let lead = (i as u64).wrapping_sub(first) % HBM_SHARDS as u64;
+                let mut k = first + lead;
+                while k < last {
+                    map.remove(&k);
+                    k += HBM_SHARDS as u64;
+                }
+            } else {
+                map.retain(|&k, _| !(first..last).contains(&k));
+            }
         }
     }
 
@@ -443,7 +523,7 @@ impl Hbm {
             let off = (a % HBM_PAGE_BYTES) as usize;
             let n = (HBM_PAGE_BYTES as usize - off).min(out.len() - done);
             let dst = &mut out[done..done + n];
-            match self.pages.get(&page) {
+            match read_lock(self.shard(page)).get(&page) {
                 Some(p) => dst.copy_from_slice(&p[off..off + n]),
                 None => dst.fill(0),
             }
@@ -451,7 +531,7 @@ impl Hbm {
         }
     }
 
-    pub(crate) fn write_unchecked(&mut self, addr: u64, data: &[u8]) {
+    pub(crate) fn write_unchecked(&self, addr: u64, data: &[u8]) {
         let mut done = 0usize;
         while done < data.len() {
             let a = addr + done as u64;
@@ -459,8 +539,8 @@ impl Hbm {
             let off = (a % HBM_PAGE_BYTES) as usize;
             let n = (HBM_PAGE_BYTES as usize - off).min(data.len() - done);
             let src = &data[done..done + n];
-            let p = self
-                .pages
+            let mut map = write_lock(self.shard(page));
+            let p = map
                 .entry(page)
                 .or_insert_with(|| vec![0u8; HBM_PAGE_BYTES as usize].into_boxed_slice());
             p[off..off + n].copy_from_slice(src);
@@ -501,7 +581,7 @@ mod tests {
 
     #[test]
     fn hbm_is_sparse_and_accounted() {
-        let mut h = Hbm::new(1 << 30);
+        let h = Hbm::new(1 << 30);
         let a = h.alloc(512 << 20).unwrap();
         assert_eq!(h.resident_bytes(), 0);
         let mut buf = [1u8; 16];

@@ -31,7 +31,7 @@
 //! use nrt_sim::engine::{Device, ExecOptions, kernels, DType, encode_f32, decode_f32};
 //!
 //! let program = kernels::elementwise(kernels::Elementwise::Add, 4, 8, DType::F32).unwrap();
-//! let mut dev = Device::new(Instance::Trn1);
+//! let dev = Device::new(Instance::Trn1);
 //! let lp = dev.load(0, program).unwrap();
 //! let a = encode_f32(DType::F32, &[1.0; 32]);
 //! let b = encode_f32(DType::F32, &[2.0; 32]);
@@ -60,7 +60,7 @@ pub use act::{
     softplus_f64,
 };
 pub use builder::{DmaStep, LoopId, ProgramBuilder, SemAlloc};
-pub use device::{Device, LoadedProgram, Outputs, program_runs};
+pub use device::{CoreMemRef, Device, LoadedProgram, Outputs, program_runs};
 pub use dtype::{
     DType, bf16_to_f32, decode_f32, encode_f32, f16_to_f32, f32_to_bf16, f32_to_f16, f32_to_i32,
     round_through,

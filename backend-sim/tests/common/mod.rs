@@ -34,7 +34,7 @@ pub fn run(
     program: Program,
     inputs: &[(&str, DType, &[f32])],
 ) -> (Vec<(String, Vec<f32>)>, ExecReport) {
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let outs_dtype: Vec<(String, DType)> = program
         .tensors
         .iter()

@@ -179,7 +179,7 @@ pub fn program_seq(
 /// Runs a program on a fresh trn1 device with raw input bytes `in0`, `in1`, ...; returns each
 /// output's bytes and the report (which must be a success).
 pub fn run_raw(p: Program, inputs: &[Buf]) -> (Vec<Vec<u8>>, ExecReport) {
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
     for (i, buf) in inputs.iter().enumerate() {
         dev.write_tensor(&lp, &format!("in{i}"), &buf.bytes)

@@ -26,7 +26,7 @@ pub fn run(program: &Program, inputs: &[(&str, Vec<u8>)]) -> (Vec<(String, Vec<u
         "{}: text round trip",
         program.name
     );
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, program.clone()).unwrap();
     for (n, d) in inputs {
         dev.write_tensor(&lp, n, d).unwrap();

@@ -145,7 +145,7 @@ pub fn run_with(bytes: &[u8], inputs: &[(&str, Vec<f32>)], prec: Precision) -> V
     let m = nrt_onnx::import(bytes).expect("import");
     let lw = nrt_onnx::compile(&m, &HashMap::new(), prec).expect("compile");
     let names: Vec<String> = lw.outputs.iter().map(|o| o.name.clone()).collect();
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, lw.program).expect("load");
     let enc: Vec<(String, Vec<u8>)> = inputs
         .iter()

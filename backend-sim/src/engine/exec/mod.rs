@@ -208,7 +208,7 @@ pub(crate) struct ExecEnv<'a> {
     pub(crate) bases: &'a [u64],
     /// The HBM ranges the program can write, relative to its tensors (from its load).
     pub(crate) hbm_writes: &'a HbmWrites,
-    pub(crate) hbm: &'a mut Hbm,
+    pub(crate) hbm: &'a Hbm,
     pub(crate) sbuf: &'a mut OnChip,
     pub(crate) psum: &'a mut OnChip,
     /// Run the hazard check (`false`: an earlier execution at these addresses proved it
