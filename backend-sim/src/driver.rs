@@ -567,14 +567,20 @@ impl Driver for SimDriver {
 
     fn submit(&self, request: &ExecRequest<'_>) -> Result<(), SimError> {
         let mut plumbing = false;
-        for s in request.subgraphs {
-            // Take what is needed out of the table: the program runs without it locked.
-            let (pnc, bound) = {
-                let table = self.machine.staged_table();
+        // Take what is needed out of the table: the programs run without it locked.
+        let mut runs = Vec::with_capacity(request.subgraphs.len());
+        {
+            let table = self.machine.staged_table();
+            for s in request.subgraphs {
                 match table.get(&s.handle) {
                     Some(m) if m.owner == self.owner && !m.stopped => match &m.loaded {
-                        None => (m.pnc, None),
-                        Some(lp) => (m.pnc, Some((lp.clone(), self.bind(m, lp, request)?))),
+                        None => {
+                            plumbing = true;
+                            // Nothing runs on the core: an earlier report must not pass for
+                            // this one.
+                            self.machine.record_report(m.pnc, None);
+                        }
+                        Some(lp) => runs.push((m.pnc, lp.clone(), self.bind(m, lp, request)?)),
                     },
                     _ => {
                         return Err(SimError::new(
@@ -583,14 +589,18 @@ impl Driver for SimDriver {
                         ));
                     }
                 }
-            };
-            match bound {
-                None => {
-                    plumbing = true;
-                    // Nothing runs on the core: an earlier report must not pass for this one.
-                    self.machine.record_report(pnc, None);
-                }
-                Some((lp, bound)) => self.run_program(pnc, &lp, &bound, request)?,
+            }
+        }
+        let one_device = runs
+            .windows(2)
+            .all(|w| self.device_of_pnc(w[0].0) == self.device_of_pnc(w[1].0));
+        if runs.len() > 1 && one_device {
+            // The subgraphs of one model (an LNC-2 logical core's physical cores) run
+            // together, in lock step.
+            self.run_group(&runs, request)?;
+        } else {
+            for (pnc, lp, bound) in &runs {
+                self.run_program(*pnc, lp, bound, request)?;
             }
         }
         if plumbing {
@@ -663,6 +673,30 @@ impl SimDriver {
         range(b.buffer, b.offset, b.size)
     }
 
+    /// The engine options of `request`'s executions.
+    fn exec_options(&self, request: &ExecRequest<'_>) -> engine::ExecOptions {
+        let max_ticks = request
+            .timeout_secs
+            .map_or(engine::ExecOptions::default().max_ticks, |s| {
+                u64::from(s).saturating_mul(engine::TICKS_PER_SECOND)
+            });
+        let reports = self.machine.reports();
+        engine::ExecOptions {
+            max_ticks,
+            record_events: reports.records_events(),
+            record_descriptors: reports.records_descriptors(),
+            ..Default::default()
+        }
+    }
+
+    /// The engine device of physical core `pnc`.
+    fn engine_of(&self, pnc: u32) -> Result<&engine::Device, SimError> {
+        self.machine
+            .device(self.device_of_pnc(pnc))
+            .map(|d| &d.engine)
+            .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))
+    }
+
     /// Runs one subgraph's program with its I/O tensors bound to the request's buffers.
     fn run_program(
         &self,
@@ -671,28 +705,40 @@ impl SimDriver {
         bound: &[(usize, u64)],
         request: &ExecRequest<'_>,
     ) -> Result<(), SimError> {
-        let device = self.device_of_pnc(pnc);
-        let max_ticks = request
-            .timeout_secs
-            .map_or(engine::ExecOptions::default().max_ticks, |s| {
-                u64::from(s).saturating_mul(engine::TICKS_PER_SECOND)
-            });
-        let reports = self.machine.reports();
-        let opts = engine::ExecOptions {
-            max_ticks,
-            record_events: reports.records_events(),
-            record_descriptors: reports.records_descriptors(),
-            ..Default::default()
+        let report = self
+            .engine_of(pnc)?
+            .execute_bound(lp, bound, &self.exec_options(request))
+            .map_err(cannot_run)?;
+        self.finish(pnc, report)
+    }
+
+    /// Runs the subgraphs of one model together on their cores of one device, in lock step
+    /// (`engine::Device::execute_group`); the first failure is the result, every report is
+    /// kept.
+    fn run_group(&self, runs: &[Run], request: &ExecRequest<'_>) -> Result<(), SimError> {
+        let Some((pnc0, _, _)) = runs.first() else {
+            return Ok(());
         };
-        let report = {
-            let dev = self
-                .machine
-                .device(device)
-                .ok_or(SimError::new(ErrorKind::InvalidArgument, "no such device"))?;
-            dev.engine.execute_bound(lp, bound, &opts).map_err(|e| {
-                SimError::with_detail(ErrorKind::InvalidArgument, "cannot run the program", &e)
-            })?
-        };
+        let group: Vec<(&engine::LoadedProgram, &[(usize, u64)])> = runs
+            .iter()
+            .map(|(_, lp, bound)| (lp, bound.as_slice()))
+            .collect();
+        let reports = self
+            .engine_of(*pnc0)?
+            .execute_group(&group, &self.exec_options(request))
+            .map_err(cannot_run)?;
+        let mut result = Ok(());
+        for ((pnc, _, _), report) in runs.iter().zip(reports) {
+            let r = self.finish(*pnc, report);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    }
+
+    /// Keeps core `pnc`'s report as the machine says and turns its outcome into the driver's.
+    fn finish(&self, pnc: u32, report: engine::ExecReport) -> Result<(), SimError> {
         let result = report.result().map_err(|e| {
             let kind = match e.status() {
                 nrt_core::NrtStatus::Timeout => ErrorKind::Timeout,
@@ -704,6 +750,13 @@ impl SimDriver {
         self.machine.record_report(pnc, Some(report));
         result
     }
+}
+
+/// One subgraph to run: its physical core, its program and its bound tensors.
+type Run = (u32, engine::LoadedProgram, Vec<(usize, u64)>);
+
+fn cannot_run(e: nrt_core::Error) -> SimError {
+    SimError::with_detail(ErrorKind::InvalidArgument, "cannot run the program", &e)
 }
 
 fn out_of_range() -> SimError {

@@ -9,6 +9,7 @@ use nrt_core::{Error, err};
 use super::exec::{ExecEnv, ExecOptions, ExecReport, HbmWrites, run_program};
 use super::memory::{Hbm, OnChip};
 use super::program::{LoopPlan, Program, TensorKind};
+use super::share::{CoreLink, HbmBoard, Lockstep};
 use crate::Instance;
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
@@ -43,6 +44,8 @@ pub struct Device {
     hbm: Hbm,
     cores: Vec<CoreSlot>,
     next_load: AtomicU64,
+    /// How the executing cores share the HBM bandwidth.
+    board: HbmBoard,
 }
 
 /// One of a core's memories, borrowed from a [`Device`] ([`Device::sbuf`], [`Device::psum`]):
@@ -137,6 +140,7 @@ impl Device {
                 .map(|_| Mutex::new(None))
                 .collect(),
             next_load: AtomicU64::new(1),
+            board: HbmBoard::new(instance.cores_per_device()),
         }
     }
 
@@ -303,20 +307,122 @@ impl Device {
     /// the program's output and scratch tensors are zeroed, so the result depends only on the
     /// program and its inputs.
     pub fn execute(&self, lp: &LoadedProgram, opts: &ExecOptions) -> Result<ExecReport, Error> {
-        self.check_owner(lp)?;
-        self.execute_at(lp, &lp.bases, opts)
+        self.execute_bound(lp, &[], opts)
     }
 
     /// Executes a loaded program with some of its tensors bound to other HBM addresses of this
     /// device (`bound`: tensor index → address): how a runtime runs a model on the caller's
     /// device tensors without copying them. Bound tensors must lie inside allocations of this
     /// device's HBM; bound outputs are zeroed before the run like the program's own.
+    ///
+    /// Executions on different cores run at the same time (from different host threads) and
+    /// share the device's HBM bandwidth (`engine::share`); two on one core take turns.
     pub fn execute_bound(
         &self,
         lp: &LoadedProgram,
         bound: &[(usize, u64)],
         opts: &ExecOptions,
     ) -> Result<ExecReport, Error> {
+        let bases = self.bases(lp, bound)?;
+        self.zero_outputs(lp, &bases);
+        let mut slot = self.lock_core(lp.core)?;
+        Ok(self.run_on(&mut slot, lp, &bases, opts, None))
+    }
+
+    /// Executes several loaded programs together, each on its own core of this device, as the
+    /// subgraphs of one model (the physical cores of an LNC-2 logical core): every output is
+    /// zeroed first, then the programs start at the same tick on their own host threads and
+    /// run in lock step, sharing the device's HBM bandwidth deterministically
+    /// (`engine::share`). `runs`: each program with its bound tensors, as
+    /// [`Device::execute_bound`] takes them. Two programs on one core: `NRT_INVALID`. The
+    /// reports come back in the order of `runs`.
+    pub fn execute_group(
+        &self,
+        runs: &[(&LoadedProgram, &[(usize, u64)])],
+        opts: &ExecOptions,
+    ) -> Result<Vec<ExecReport>, Error> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cores: Vec<u32> = runs.iter().map(|(lp, _)| lp.core).collect();
+        cores.sort_unstable();
+        if cores.windows(2).any(|w| w[0] == w[1]) {
+            return Err(err!(
+                Invalid,
+                "a group of programs runs each on its own core; cores {cores:?} repeat one"
+            ));
+        }
+        let bases = runs
+            .iter()
+            .map(|(lp, bound)| self.bases(lp, bound))
+            .collect::<Result<Vec<_>, Error>>()?;
+        for ((lp, _), b) in runs.iter().zip(&bases) {
+            self.zero_outputs(lp, b);
+        }
+        if let [(lp, _)] = runs {
+            let mut slot = self.lock_core(lp.core)?;
+            return Ok(vec![self.run_on(&mut slot, lp, &bases[0], opts, None)]);
+        }
+        // Every core is locked before any program starts, in core order, so two groups (or a
+        // group and a single execution) never hold one core each while waiting for the other.
+        let mut locked = Vec::with_capacity(runs.len());
+        for &c in &cores {
+            locked.push((c, self.lock_core(c)?));
+        }
+        let mut mask = 0u64;
+        for &c in &cores {
+            mask |= 1u64.checked_shl(c).unwrap_or(0);
+        }
+        let group = Lockstep::new(runs.len());
+        // Each run's core memories, borrowed from the guards this thread keeps.
+        let mut mems: Vec<Option<&mut Option<CoreMem>>> = runs.iter().map(|_| None).collect();
+        for (c, guard) in &mut locked {
+            if let Some(i) = runs.iter().position(|(lp, _)| lp.core == *c) {
+                mems[i] = Some(&mut **guard);
+            }
+        }
+        std::thread::scope(|s| {
+            let mut handles = Vec::with_capacity(runs.len());
+            for (i, ((lp, _), mem)) in runs.iter().zip(mems.iter_mut()).enumerate().skip(1) {
+                let (bases, group) = (&bases[i], &group);
+                let Some(slot) = mem.take() else {
+                    group.leave(i);
+                    handles.push(Err(err!(Invalid, "core {} is not locked", lp.core)));
+                    continue;
+                };
+                let spawned = std::thread::Builder::new()
+                    .name(format!("nrt-sim-core{}", lp.core))
+                    .spawn_scoped(s, move || {
+                        self.run_on(slot, lp, bases, opts, Some((group, i, mask)))
+                    });
+                handles.push(spawned.map_err(|e| {
+                    group.leave(i);
+                    err!(Resource, "cannot start a host thread for core {}: {e}", lp.core)
+                }));
+            }
+            let first = match (runs.first(), mems.first_mut().and_then(Option::take)) {
+                (Some((lp, _)), Some(slot)) => {
+                    Ok(self.run_on(slot, lp, &bases[0], opts, Some((&group, 0, mask))))
+                }
+                _ => {
+                    group.leave(0);
+                    Err(err!(Invalid, "the group's first core is not locked"))
+                }
+            };
+            let mut reports = vec![first];
+            for h in handles {
+                reports.push(h.and_then(|h| {
+                    h.join()
+                        .map_err(|_| err!(Failure, "a core's simulation thread panicked"))
+                }));
+            }
+            reports.into_iter().collect()
+        })
+    }
+
+    /// The address of each of `lp`'s tensors, with `bound` applied (checked: each bound
+    /// tensor lies inside an allocation of this device).
+    fn bases(&self, lp: &LoadedProgram, bound: &[(usize, u64)]) -> Result<Vec<u64>, Error> {
         self.check_owner(lp)?;
         let mut bases = lp.bases.clone();
         for &(i, addr) in bound {
@@ -333,27 +439,37 @@ impl Device {
             }
             *slot = addr;
         }
-        self.execute_at(lp, &bases, opts)
+        Ok(bases)
     }
 
-    /// Runs `lp` with its tensors at `bases`: zeroes the outputs and scratch tensors there and
-    /// the core's SBUF and PSUM, then executes.
-    fn execute_at(
-        &self,
-        lp: &LoadedProgram,
-        bases: &[u64],
-        opts: &ExecOptions,
-    ) -> Result<ExecReport, Error> {
+    /// Zeroes `lp`'s output and scratch tensors at `bases`.
+    fn zero_outputs(&self, lp: &LoadedProgram, bases: &[u64]) {
         for (t, &b) in lp.program.tensors.iter().zip(bases) {
             if matches!(t.kind, TensorKind::Output | TensorKind::Scratch) {
                 self.hbm.zero_range(b, t.size_bytes().unwrap_or(0));
             }
         }
-        let mut slot = lock(
-            self.cores
-                .get(lp.core as usize)
-                .ok_or_else(|| err!(Invalid, "core {} does not exist", lp.core))?,
-        );
+    }
+
+    /// Physical core `core`'s memories, locked.
+    fn lock_core(&self, core: u32) -> Result<MutexGuard<'_, Option<CoreMem>>, Error> {
+        Ok(lock(self.cores.get(core as usize).ok_or_else(|| {
+            err!(Invalid, "core {core} does not exist")
+        })?))
+    }
+
+    /// Runs `lp` with its tensors at `bases` (outputs already zeroed) on its core, whose
+    /// memories `slot` holds locked: clears the core's SBUF and PSUM, then executes, sharing
+    /// HBM with the device's other cores (`group`: the lock-step group, this member's index in
+    /// it, and the group's cores).
+    fn run_on(
+        &self,
+        slot: &mut Option<CoreMem>,
+        lp: &LoadedProgram,
+        bases: &[u64],
+        opts: &ExecOptions,
+        group: Option<(&Lockstep, usize, u64)>,
+    ) -> ExecReport {
         let spec = self.instance.core_spec();
         let core = slot.get_or_insert_with(|| CoreMem {
             sbuf: OnChip::sbuf_of(spec),
@@ -365,6 +481,7 @@ impl Device {
         // A poisoned lock only means a panic elsewhere; the list itself is always whole.
         let clean = || lp.clean.lock().unwrap_or_else(|e| e.into_inner());
         let check_hazards = opts.recheck_hazards || !clean().iter().any(|b| b == bases);
+        let _entry = self.board.enter(lp.core);
         let mut env = ExecEnv {
             program: &lp.program,
             plan: lp.plan.as_deref(),
@@ -375,6 +492,11 @@ impl Device {
             psum: &mut core.psum,
             check_hazards,
             spec,
+            link: Some(CoreLink {
+                board: &self.board,
+                core: lp.core,
+                group,
+            }),
         };
         let report = run_program(&mut env, opts);
         // Only a complete run proves the schedule clean: a timeout or a stopped instance
@@ -388,7 +510,7 @@ impl Device {
                 list.push(bases.to_vec());
             }
         }
-        Ok(report)
+        report
     }
 
     /// Writes `inputs` by name, executes, and returns every output tensor by name with the

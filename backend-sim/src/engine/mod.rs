@@ -52,6 +52,7 @@ mod memory;
 mod nan;
 mod program;
 mod shadow;
+pub mod share;
 mod spec;
 pub mod trace;
 

@@ -32,8 +32,10 @@ pub struct CoreSpec {
     pub sbuf_partition_bytes: usize,
     /// Peak rate of one DMA engine, MB/s.
     pub dma_engine_mbps: u64,
-    /// HBM bandwidth one core's DMA engines share, MB/s.
-    pub hbm_mbps_per_core: u64,
+    /// HBM bandwidth of one device (chip), MB/s: the DMA engines of all its cores that move
+    /// HBM data share it equally, each capped by its own peak (`engine::share`). A core alone
+    /// is therefore limited by its engines (16 × the engine rate), not by a per-core share.
+    pub hbm_mbps_per_device: u64,
     /// Fixed cost of each DMA descriptor on its engine, ticks (at least one is charged).
     pub dma_descriptor_ticks: u64,
     /// Fixed cost of each transfer on its engine, before its first descriptor, ticks.
@@ -62,7 +64,7 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
     gpsimd_mhz: 1400,
     sbuf_partition_bytes: 192 * 1024,
     dma_engine_mbps: 27_200,
-    hbm_mbps_per_core: 410_000,
+    hbm_mbps_per_device: 820_000,
     dma_descriptor_ticks: 64,
     dma_transfer_ticks: 232,
     dge_ticks_per_128_descriptors: 0,
@@ -72,7 +74,8 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
 
 /// NeuronCore-v3 (trn2). Clocks, SBUF and HBM: the Trainium2 architecture guide's tables
 /// (TensorE 2.4 GHz, VectorE 0.96, ScalarE and GpSimdE 1.2; 28 MiB SBUF in 128 partitions of
-/// 224 KiB; 3 TB/s of HBM per eight-core device; the engine-access restrictions of v2 lifted).
+/// 224 KiB; 2.9 TB/s of HBM per eight-core device, the latest NKI Trainium2 guide's figure
+/// (the v2.29 `trainium2.rst` says "3TB/s"); the engine-access restrictions of v2 lifted).
 /// Triggers: "each DGE-based DMA instruction takes about 600 ns to execute" (Trainium2 guide;
 /// the DGE deep dive says the same of hardware DGE, which Sync and Scalar sequencers
 /// command): charged on the triggering sequencer, per descriptor, as 600 ns for the 128
@@ -90,7 +93,7 @@ pub const NEURONCORE_V3: CoreSpec = CoreSpec {
     gpsimd_mhz: 1200,
     sbuf_partition_bytes: 224 * 1024,
     dma_engine_mbps: 23_000,
-    hbm_mbps_per_core: 375_000,
+    hbm_mbps_per_device: 2_900_000,
     dma_descriptor_ticks: 1,
     dma_transfer_ticks: 3,
     dge_ticks_per_128_descriptors: 840,
@@ -104,7 +107,8 @@ pub const MAX_SBUF_PARTITION_BYTES: usize = 224 * 1024;
 
 // Exact DMA arithmetic: one byte is `BYTE` units and a rate of `r` MB/s is `r·5·LCM16/1000`
 // units per tick (r / 1.4e3 bytes per tick × 7 × LCM16), an integer when `r` is a multiple of
-// 200. LCM16 = lcm(1..=16) makes an equal share of the HBM rate among up to 16 engines exact.
+// 200. LCM16 = lcm(1..=16) makes an equal share of a rate among up to 16 engines exact (a
+// share of the device's HBM among more engines, of several cores, is rounded down).
 const LCM16: u64 = 720_720;
 /// Units of one byte in the DMA arithmetic.
 pub(crate) const BYTE: u64 = 7 * LCM16;
@@ -116,9 +120,9 @@ const fn units_per_tick(mbps: u64) -> u64 {
 const _: () = {
     // Every rate is a whole number of 200 MB/s steps.
     assert!(NEURONCORE_V2.dma_engine_mbps % 200 == 0);
-    assert!(NEURONCORE_V2.hbm_mbps_per_core % 200 == 0);
+    assert!(NEURONCORE_V2.hbm_mbps_per_device % 200 == 0);
     assert!(NEURONCORE_V3.dma_engine_mbps % 200 == 0);
-    assert!(NEURONCORE_V3.hbm_mbps_per_core % 200 == 0);
+    assert!(NEURONCORE_V3.hbm_mbps_per_device % 200 == 0);
     assert!(NEURONCORE_V2.sbuf_partition_bytes <= MAX_SBUF_PARTITION_BYTES);
     assert!(NEURONCORE_V3.sbuf_partition_bytes <= MAX_SBUF_PARTITION_BYTES);
 };
@@ -130,10 +134,10 @@ impl CoreSpec {
         units_per_tick(self.dma_engine_mbps)
     }
 
-    /// The core's HBM bandwidth in the DMA arithmetic's units per tick.
+    /// The device's HBM bandwidth in the DMA arithmetic's units per tick.
     #[inline]
     pub(crate) const fn hbm_rate(&self) -> u64 {
-        units_per_tick(self.hbm_mbps_per_core)
+        units_per_tick(self.hbm_mbps_per_device)
     }
 
     /// Ticks a trigger of `descriptors` descriptors holds its sequencer for descriptor
@@ -158,7 +162,7 @@ mod tests {
     #[test]
     fn rates_are_exact() {
         assert_eq!(NEURONCORE_V2.engine_rate(), 136 * LCM16);
-        assert_eq!(NEURONCORE_V2.hbm_rate(), 2050 * LCM16);
+        assert_eq!(NEURONCORE_V2.hbm_rate(), 4100 * LCM16);
         // 23 B/ns = 115/7 bytes per tick.
         assert_eq!(NEURONCORE_V3.engine_rate() * 7, 115 * 7 * LCM16);
         // The published peaks follow from the clocks (v2 guide: 92 TFLOPS; v3 guide: 79).

@@ -357,11 +357,20 @@ impl Executor<'_, '_> {
         }
     }
 
-    /// Gives every engine moving HBM data its share of the bandwidth. Progress made at the
-    /// old rate is applied first, so the result equals stepping every tick.
+    /// Gives every engine moving HBM data its share of the device's bandwidth (shared with
+    /// the other cores' engines as last seen: `engine::share`), capped by its peak. Progress
+    /// made at the old rate is applied first, so the result equals stepping every tick.
     pub(super) fn update_rates(&mut self) {
+        if let Some(link) = self.env.link {
+            if self.n_hbm != self.published {
+                self.published = self.n_hbm;
+                link.board.publish(link.core, self.n_hbm as u32);
+            }
+        }
         let (peak, hbm) = (self.env.spec.engine_rate(), self.env.spec.hbm_rate());
-        let share = hbm.checked_div(self.n_hbm).unwrap_or(hbm);
+        let share = hbm
+            .checked_div(self.n_hbm + self.others)
+            .unwrap_or(hbm);
         let rate = peak.min(share);
         if rate == self.hbm_rate && !self.rates_dirty {
             return;

@@ -59,6 +59,7 @@ use super::isa::{DmaShift, EngineId, Instr, LOOP_REGS, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::{LoopPlan, Program};
 use super::shadow::Shadow;
+use super::share::{CoreLink, QUANTUM_TICKS};
 pub(crate) use hazards::HbmWrites;
 
 // ---- internal state -------------------------------------------------------------------------
@@ -216,6 +217,9 @@ pub(crate) struct ExecEnv<'a> {
     pub(crate) check_hazards: bool,
     /// The generation's figures (clocks, DMA rates, ports).
     pub(crate) spec: &'static CoreSpec,
+    /// How this core shares its device's HBM with the other cores (`None`: alone, with all
+    /// of it).
+    pub(crate) link: Option<CoreLink<'a>>,
 }
 
 /// The executor of one program on one NeuronCore: sequencers, semaphores, DMA queues and
@@ -250,6 +254,13 @@ struct Executor<'a, 'e> {
     hbm_rate: u64,
     /// An engine entered an HBM data phase and awaits its rate.
     rates_dirty: bool,
+    /// DMA engines of the device's other cores moving HBM data, as of the last quantum
+    /// boundary (`engine::share`).
+    others: u64,
+    /// The next quantum boundary (`u64::MAX` while not coupled to other cores).
+    next_meet: u64,
+    /// The count last published on the device's board.
+    published: u64,
     /// An engine went idle or a transfer was queued since the last start pass.
     start_pending: bool,
     /// The next issue pass may issue something: a sequencer issued in the last one (it may
@@ -375,6 +386,9 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         n_hbm: 0,
         hbm_rate: peak,
         rates_dirty: false,
+        others: 0,
+        next_meet: u64::MAX,
+        published: 0,
         start_pending: false,
         wake: true,
         ports: [PortState { until: 0 }; 2],
@@ -398,6 +412,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             events: Vec::new(),
             events_truncated: false,
             semaphores: Vec::new(),
+            peak_peer_hbm_engines: 0,
         },
         scratch: Vec::new(),
         block_out: Vec::new(),
@@ -406,7 +421,10 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         mm_moving_key: None,
         fbuf: [Vec::new(), Vec::new()],
     };
+    // A lock-step group stops waiting for this member however the run ends.
+    let leave = LeaveOnDrop(m.env.link);
     m.run();
+    drop(leave);
     for e in 0..DMA_ENGINES {
         m.charge_dma(e);
     }
@@ -414,7 +432,49 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
     m.report
 }
 
+/// Leaves the lock-step group of a link when dropped.
+struct LeaveOnDrop<'a>(Option<CoreLink<'a>>);
+
+impl Drop for LeaveOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(l) = self.0 {
+            l.leave();
+        }
+    }
+}
+
 impl Executor<'_, '_> {
+    /// At a quantum boundary, while other cores of the device execute: publishes this core's
+    /// HBM demand and learns theirs (`engine::share`); their change re-rates this core's HBM
+    /// transfers.
+    fn meet_others(&mut self) {
+        let Some(link) = self.env.link else {
+            return;
+        };
+        if !link.coupled() {
+            self.next_meet = u64::MAX;
+            if self.others != 0 {
+                self.others = 0;
+                self.rates_dirty = true;
+            }
+            return;
+        }
+        if self.next_meet == u64::MAX {
+            self.next_meet = (self.t / QUANTUM_TICKS + 1) * QUANTUM_TICKS;
+        }
+        while self.t >= self.next_meet {
+            let others = u64::from(link.meet(self.next_meet / QUANTUM_TICKS, self.n_hbm as u32));
+            self.published = self.n_hbm;
+            self.next_meet += QUANTUM_TICKS;
+            if others != self.others {
+                self.others = others;
+                self.rates_dirty = true;
+                let peak = &mut self.report.peak_peer_hbm_engines;
+                *peak = (*peak).max(others as u32);
+            }
+        }
+    }
+
     fn run(&mut self) {
         loop {
             self.complete_seq_ops();
@@ -453,6 +513,7 @@ impl Executor<'_, '_> {
                 self.start_pending = false;
                 self.start_dma_engines();
             }
+            self.meet_others();
             self.update_rates();
             if self.finished() {
                 self.report.ticks = self.t;
@@ -473,7 +534,9 @@ impl Executor<'_, '_> {
                     return;
                 }
                 Some(n) => {
-                    let tn = n.min(limit);
+                    // A quantum boundary is an event only while there is something to wait
+                    // for: a program that can never halt times out at once, as alone.
+                    let tn = n.min(self.next_meet).min(limit);
                     self.account(tn);
                     self.t = tn;
                 }

@@ -278,9 +278,20 @@ pub struct ExecReport {
     pub events_truncated: bool,
     /// Final semaphore values.
     pub semaphores: Vec<u32>,
+    /// The most DMA engines of the device's other cores seen moving HBM data at once while
+    /// this execution ran (0: it shared HBM with nobody). Its DMA engines' `stall_bandwidth`
+    /// is the time they ran below their peak because of them: [`ExecReport::bandwidth_stall`].
+    pub peak_peer_hbm_engines: u32,
 }
 
 impl ExecReport {
+    /// Ticks this core's DMA engines moved HBM data below their peak because the device's
+    /// HBM bandwidth was shared with other cores' engines, summed over the engines (an
+    /// engine alone is never HBM-bound: its peak is below the device's bandwidth).
+    pub fn bandwidth_stall(&self) -> u64 {
+        self.dma_engines.iter().map(|c| c.stall_bandwidth).sum()
+    }
+
     /// Simulated time in nanoseconds.
     pub fn nanoseconds(&self) -> f64 {
         self.ticks as f64 * 1e9 / TICKS_PER_SECOND as f64
