@@ -568,7 +568,8 @@ impl Driver for SimDriver {
     fn submit(&self, request: &ExecRequest<'_>) -> Result<(), SimError> {
         let mut plumbing = false;
         // Take what is needed out of the table: the programs run without it locked.
-        let mut runs = Vec::with_capacity(request.subgraphs.len());
+        // Empty until a subgraph has a program: a plumbing-mode execution allocates nothing.
+        let mut runs = Vec::new();
         {
             let table = self.machine.staged_table();
             for s in request.subgraphs {

@@ -100,7 +100,12 @@ fn two_cores_in_lock_step_share_the_device_bandwidth_deterministically() {
         r.result().unwrap();
         check_counters(r);
         assert!(r.nanoseconds() > floor, "{} ns", r.nanoseconds());
-        assert!(r.ticks > alone.ticks, "{} vs alone {}", r.ticks, alone.ticks);
+        assert!(
+            r.ticks > alone.ticks,
+            "{} vs alone {}",
+            r.ticks,
+            alone.ticks
+        );
         assert!(r.bandwidth_stall() > 0);
         assert_eq!(r.peak_peer_hbm_engines, 16);
     }
@@ -146,10 +151,16 @@ fn a_group_takes_each_core_once() {
         .execute_group(&[(&a, &[]), (&b, &[])], &ExecOptions::default())
         .unwrap_err();
     assert_eq!(e.status(), NrtStatus::Invalid);
-    let one = dev.execute_group(&[(&a, &[])], &ExecOptions::default()).unwrap();
+    let one = dev
+        .execute_group(&[(&a, &[])], &ExecOptions::default())
+        .unwrap();
     let alone = dev.execute(&a, &ExecOptions::default()).unwrap();
     assert_eq!(one[0].ticks, alone.ticks);
-    assert!(dev.execute_group(&[], &ExecOptions::default()).unwrap().is_empty());
+    assert!(
+        dev.execute_group(&[], &ExecOptions::default())
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Executions started from two host threads on the two cores of a device run at the same time

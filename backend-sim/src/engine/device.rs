@@ -397,7 +397,11 @@ impl Device {
                     });
                 handles.push(spawned.map_err(|e| {
                     group.leave(i);
-                    err!(Resource, "cannot start a host thread for core {}: {e}", lp.core)
+                    err!(
+                        Resource,
+                        "cannot start a host thread for core {}: {e}",
+                        lp.core
+                    )
                 }));
             }
             let first = match (runs.first(), mems.first_mut().and_then(Option::take)) {

@@ -305,6 +305,12 @@ const HBM_SHARDS: usize = 64;
 
 type PageMap = HashMap<u64, Box<[u8]>>;
 
+/// A shard of the page maps, alone on its cache lines (two cores taking neighbouring shards'
+/// locks do not contend for one line).
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard(RwLock<PageMap>);
+
 /// The allocation table of an [`Hbm`].
 #[derive(Debug, Default)]
 struct Space {
@@ -323,7 +329,7 @@ struct Space {
 pub struct Hbm {
     capacity: u64,
     space: Mutex<Space>,
-    pages: Box<[RwLock<PageMap>]>,
+    pages: Box<[Shard]>,
 }
 
 impl core::fmt::Debug for Hbm {
@@ -356,7 +362,7 @@ impl Hbm {
         Self {
             capacity,
             space: Mutex::default(),
-            pages: (0..HBM_SHARDS).map(|_| RwLock::default()).collect(),
+            pages: (0..HBM_SHARDS).map(|_| Shard::default()).collect(),
         }
     }
 
@@ -364,7 +370,7 @@ impl Hbm {
     #[inline]
     fn shard(&self, page: u64) -> &RwLock<PageMap> {
         // `pages` has HBM_SHARDS entries, a power of two.
-        &self.pages[(page as usize) & (HBM_SHARDS - 1)]
+        &self.pages[(page as usize) & (HBM_SHARDS - 1)].0
     }
 
     /// Capacity in bytes.
@@ -381,7 +387,7 @@ impl Hbm {
     pub fn resident_bytes(&self) -> u64 {
         self.pages
             .iter()
-            .map(|s| read_lock(s).len() as u64)
+            .map(|s| read_lock(&s.0).len() as u64)
             .sum::<u64>()
             * HBM_PAGE_BYTES
     }
@@ -496,7 +502,7 @@ impl Hbm {
             return;
         }
         for (i, shard) in self.pages.iter().enumerate() {
-            let mut map = write_lock(shard);
+            let mut map = write_lock(&shard.0);
             if map.is_empty() {
                 continue;
             }

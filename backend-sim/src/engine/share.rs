@@ -101,7 +101,7 @@ struct Member {
 
 /// Spins of a member waiting at a boundary before it sleeps: the members run on their own
 /// host threads at about the same pace, so the wait is usually short.
-const SPINS: u32 = 4000;
+const SPINS: u32 = 1000;
 
 /// The meeting point of the members of one lock-step group (the subgraphs of one model).
 /// Members publish and look with atomics, spinning briefly; one that waits longer sleeps on a

@@ -74,8 +74,8 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
 
 /// NeuronCore-v3 (trn2). Clocks, SBUF and HBM: the Trainium2 architecture guide's tables
 /// (TensorE 2.4 GHz, VectorE 0.96, ScalarE and GpSimdE 1.2; 28 MiB SBUF in 128 partitions of
-/// 224 KiB; 2.9 TB/s of HBM per eight-core device, the latest NKI Trainium2 guide's figure
-/// (the v2.29 `trainium2.rst` says "3TB/s"); the engine-access restrictions of v2 lifted).
+/// 224 KiB; 3 TB/s of HBM per eight-core device, the NKI guide's figure at the cited commit
+/// (2.9 TB/s elsewhere: `docs/SIM_ISA.md`); the engine-access restrictions of v2 lifted).
 /// Triggers: "each DGE-based DMA instruction takes about 600 ns to execute" (Trainium2 guide;
 /// the DGE deep dive says the same of hardware DGE, which Sync and Scalar sequencers
 /// command): charged on the triggering sequencer, per descriptor, as 600 ns for the 128
@@ -93,7 +93,7 @@ pub const NEURONCORE_V3: CoreSpec = CoreSpec {
     gpsimd_mhz: 1200,
     sbuf_partition_bytes: 224 * 1024,
     dma_engine_mbps: 23_000,
-    hbm_mbps_per_device: 2_900_000,
+    hbm_mbps_per_device: 3_000_000,
     dma_descriptor_ticks: 1,
     dma_transfer_ticks: 3,
     dge_ticks_per_128_descriptors: 840,

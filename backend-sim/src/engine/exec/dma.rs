@@ -368,9 +368,7 @@ impl Executor<'_, '_> {
             }
         }
         let (peak, hbm) = (self.env.spec.engine_rate(), self.env.spec.hbm_rate());
-        let share = hbm
-            .checked_div(self.n_hbm + self.others)
-            .unwrap_or(hbm);
+        let share = hbm.checked_div(self.n_hbm + self.others).unwrap_or(hbm);
         let rate = peak.min(share);
         if rate == self.hbm_rate && !self.rates_dirty {
             return;

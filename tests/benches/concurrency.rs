@@ -1,0 +1,222 @@
+//! Concurrency of the simulator, each figure against its baseline measured in the same run:
+//!
+//! * **Two cores, two threads.** Two matmul models loaded on the two cores of one trn1
+//!   device, executed through `Runtime::execute` from two host threads at once, against one
+//!   thread executing the same models alternately. The ratio is the throughput gained.
+//! * **LNC-2.** A model whose two subgraphs each compute half of a matmul's rows, run together
+//!   on the two physical cores of a trn2 logical core (`Device::execute_group`: two host
+//!   threads in lock step), against the same two subgraphs run back to back on one thread.
+//!
+//! Asserts nothing; writes the `concurrency` section of `docs/PERFORMANCE.md`
+//! (`NRT_BENCH_QUICK=1`: print only).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Instant;
+
+use nrt_core::tensor::{TensorPlacement, TensorSet};
+use nrt_core::{FrameworkType, ModelHandle, Runtime};
+use nrt_host::StdHost;
+use nrt_sim::engine::{DType, Device, ExecOptions, LoadedProgram, Program, encode_f32, kernels};
+use nrt_sim::{Instance, SimDriver};
+
+type Rt = Runtime<SimDriver, StdHost>;
+
+/// The matmul of the benchmark: `lhs_t` `[K, M]` by `rhs` `[K, N]`, fp32, with its tensors
+/// renamed by `suffix` (so two subgraphs of one model have their own).
+fn matmul(m: u64, k: u64, n: u64, suffix: &str) -> Program {
+    let mut p = kernels::matmul(m, k, n, DType::F32, DType::F32).unwrap();
+    for t in &mut p.tensors {
+        if t.name == "lhs_t" || t.name == "out" {
+            t.name.push_str(suffix);
+        }
+    }
+    p
+}
+
+fn values(n: u64, seed: u64) -> Vec<u8> {
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i.wrapping_mul(seed) % 17) as f32 - 8.0) / 8.0)
+        .collect();
+    encode_f32(DType::F32, &v)
+}
+
+struct Model<'r> {
+    handle: ModelHandle,
+    inputs: TensorSet<'r>,
+    outputs: TensorSet<'r>,
+}
+
+/// Loads `program` as a model on logical core `core` with its inputs and output allocated.
+fn load<'r>(rt: &'r Rt, program: &Program, core: i32) -> Model<'r> {
+    let neff = nrt_sim::neff::neff_from_programs("mm", std::slice::from_ref(program)).unwrap();
+    let handle = rt.load(&neff, core, 1).unwrap();
+    let mut inputs = TensorSet::new();
+    let mut outputs = TensorSet::new();
+    for (i, t) in program.tensors.iter().enumerate() {
+        let size = t.size_bytes().unwrap();
+        let tensor = rt
+            .tensor_allocate(TensorPlacement::Device, core, size, &t.name)
+            .unwrap();
+        match t.kind {
+            nrt_sim::engine::TensorKind::Input => {
+                tensor
+                    .write(0, &values(size / 4, 3 + i as u64 * 7))
+                    .unwrap();
+                inputs.add(&t.name, tensor);
+            }
+            nrt_sim::engine::TensorKind::Output => outputs.add(&t.name, tensor),
+            _ => {}
+        }
+    }
+    Model {
+        handle,
+        inputs,
+        outputs,
+    }
+}
+
+fn exec(rt: &Rt, m: &Model<'_>) {
+    rt.execute(m.handle, &m.inputs, &m.outputs).unwrap();
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Two models on the two cores of one device: (executions per second from one thread, from
+/// two threads).
+fn two_cores(reps: usize, iters: usize) -> (f64, f64) {
+    let rt = Runtime::with_host(SimDriver::new(Instance::Trn1, 1), StdHost::new());
+    rt.init(
+        FrameworkType::NoFw,
+        "",
+        "",
+        &[("NEURON_RT_LOG_LEVEL", "ERROR")],
+    )
+    .unwrap();
+    let p = matmul(512, 512, 512, "");
+    let models = [load(&rt, &p, 0), load(&rt, &p, 1)];
+    for m in &models {
+        exec(&rt, m);
+    }
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let t = Instant::now();
+        for _ in 0..iters {
+            for m in &models {
+                exec(&rt, m);
+            }
+        }
+        one.push((2 * iters) as f64 / t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for m in &models {
+                let rt = &rt;
+                s.spawn(move || {
+                    for _ in 0..iters {
+                        exec(rt, m);
+                    }
+                });
+            }
+        });
+        two.push((2 * iters) as f64 / t.elapsed().as_secs_f64());
+    }
+    (median(one), median(two))
+}
+
+/// An LNC-2 model's two subgraphs on the two physical cores of a trn2 logical core: (ms per
+/// execution back to back, ms per execution in lock step, simulated µs of each).
+fn lnc2(reps: usize, iters: usize) -> (f64, f64, f64, f64) {
+    let dev = Device::new(Instance::Trn2);
+    let halves: Vec<LoadedProgram> = (0..2u32)
+        .map(|c| {
+            let lp = dev.load(c, matmul(512, 512, 512, &c.to_string())).unwrap();
+            for t in &lp.program().tensors {
+                if t.kind == nrt_sim::engine::TensorKind::Input {
+                    let size = t.size_bytes().unwrap();
+                    dev.write_tensor(&lp, &t.name, &values(size / 4, 5 + u64::from(c)))
+                        .unwrap();
+                }
+            }
+            lp
+        })
+        .collect();
+    let opts = ExecOptions::default();
+    let group: Vec<(&LoadedProgram, &[(usize, u64)])> =
+        halves.iter().map(|lp| (lp, &[][..])).collect();
+    let apart: u64 = halves
+        .iter()
+        .map(|lp| dev.execute(lp, &opts).unwrap().ticks)
+        .max()
+        .unwrap();
+    let together = dev
+        .execute_group(&group, &opts)
+        .unwrap()
+        .iter()
+        .map(|r| r.ticks)
+        .max()
+        .unwrap();
+    let (mut seq, mut par) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let t = Instant::now();
+        for _ in 0..iters {
+            for lp in &halves {
+                dev.execute(lp, &opts).unwrap().result().unwrap();
+            }
+        }
+        seq.push(t.elapsed().as_secs_f64() * 1e3 / iters as f64);
+        let t = Instant::now();
+        for _ in 0..iters {
+            for r in dev.execute_group(&group, &opts).unwrap() {
+                r.result().unwrap();
+            }
+        }
+        par.push(t.elapsed().as_secs_f64() * 1e3 / iters as f64);
+    }
+    let us = |ticks: u64| ticks as f64 / 1400.0;
+    (median(seq), median(par), us(apart), us(together))
+}
+
+fn main() {
+    let quick = std::env::var_os("NRT_BENCH_QUICK").is_some();
+    let (reps, iters) = if quick { (3, 10) } else { (7, 40) };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (one, two) = two_cores(reps, iters);
+    let (seq, par, apart, together) = lnc2(reps, iters);
+    let l1 = format!(
+        "| two matmul models (512×512×512 fp32) on the two cores of a trn1 device, \
+         `Runtime::execute` | {two:.0} exec/s from two threads | {one:.0} exec/s from one \
+         thread, alternating | {:.2}× | ≥ 1.8× |",
+        two / one
+    );
+    let l2 = format!(
+        "| LNC-2 model: two subgraphs (each 512×512×512 fp32) on a trn2 logical core, \
+         `Device::execute_group` | {par:.2} ms per execution in lock step | {seq:.2} ms back \
+         to back | {:.2}× | ≥ 1.6× |",
+        seq / par
+    );
+    println!("host CPUs: {cpus}\n{l1}\n{l2}");
+    println!(
+        "simulated: each subgraph alone {apart:.2} µs, both in lock step {together:.2} µs \
+         (the HBM they share)"
+    );
+    if quick {
+        return;
+    }
+    let doc = format!(
+        "## Concurrency\n\n\
+         Figures written by `cargo bench -p nrt-tests --bench concurrency` (release build) on a \
+         machine with {cpus} host CPUs: each is the median of {reps} runs of {iters} \
+         executions per model, the measurement and its baseline interleaved in each run. No \
+         device-wide lock is held for an execution, so executions on different cores run on \
+         their host threads at once; the subgraphs of one model run together on their own \
+         threads in lock step (`nrt_sim::engine::share`).\n\n\
+         | case | measured | baseline (same run) | ratio | target |\n\
+         | --- | ---: | ---: | ---: | --- |\n{l1}\n{l2}\n\n\
+         Simulated time of the LNC-2 case: each subgraph alone {apart:.2} µs; both together \
+         {together:.2} µs, the difference being the HBM bandwidth they share.\n"
+    );
+    let path = nrt_tests::write_performance_section("concurrency", &doc).unwrap();
+    println!("wrote {}", path.display());
+}
