@@ -233,6 +233,58 @@ fn exp_takes_n_plus_60_cycles_at_each_engines_clock() {
     }
 }
 
+/// The durations, in ScalarE cycles (1.4 GHz on trn1: one tick each), of `count` exp
+/// activations on ScalarE issued one after another, each over `n` elements, each reading the
+/// previous one's output when `chained`.
+fn exp_chain(n: u16, count: u32, chained: bool) -> Vec<u64> {
+    let mut b = ProgramBuilder::new("exp_chain");
+    for i in 0..count {
+        // Alternating between two SBUF regions: a chain reads what the previous one wrote;
+        // otherwise every instruction reads region 0 and writes its own.
+        let (src, dst) = if chained {
+            ((i % 2) * 8192, ((i + 1) % 2) * 8192)
+        } else {
+            (0, 16384 + i * 4096)
+        };
+        b.push(
+            EngineId::Scalar,
+            Instr::Activation {
+                func: ActFunc::Exp,
+                src: AccessPattern::sbuf(DType::F32, 0, 128, src, n),
+                out: AccessPattern::sbuf(DType::F32, 0, 128, dst, n),
+                scale: 1.0,
+                bias: Bias::Imm(0.0),
+            },
+        );
+    }
+    let r = exec(b.build().unwrap(), &[]);
+    r.result().unwrap();
+    slices(&r, EngineId::Scalar, "Activation")
+        .map(|(_, d)| d)
+        .collect()
+}
+
+/// A2's static overheads ("Vector Engine": "In the rare cases where VectorE is running many
+/// back-to-back instructions either with N << 128 or with every instruction depending on the
+/// output tile of the previous instruction, we need to add a static instruction overhead of 100
+/// engine cycles"; "Tensor access overhead": about 60 cycles, which "compute engines can
+/// typically hide some of … through instruction level parallelism"), on ScalarE's rule of N
+/// cycles per element:
+/// * an instruction after an idle engine pays the 60 cycles and no more, small or not;
+/// * back-to-back small or dependent instructions pay 60 + 100;
+/// * back-to-back independent large instructions hide the 60 behind the previous one.
+#[test]
+fn static_overheads_apply_where_the_guide_says() {
+    // One small instruction alone: N + 60.
+    assert_eq!(exp_chain(16, 1, false), [16 + 60]);
+    // Many small ones back to back: N + 60 + 100 after the first.
+    assert_eq!(exp_chain(16, 4, false), [76, 176, 176, 176]);
+    // A dependent chain of large ones: N + 60 + 100 after the first.
+    assert_eq!(exp_chain(512, 4, true), [572, 672, 672, 672]);
+    // Independent large ones: the access overhead hidden after the first.
+    assert_eq!(exp_chain(512, 4, false), [572, 512, 512, 512]);
+}
+
 #[test]
 fn psum_port_conflict_serialises_vector_and_scalar() {
     // ScalarE exp reading PSUM and VectorE copying out of another PSUM bank: they cannot

@@ -306,7 +306,7 @@ fuzz_target!(|data: &[u8]| {
     // A compiled program runs: no hazard, no execution error.
     let x: Vec<f32> = (0..r * c).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
     let enc = encode_f32(DType::F32, &x);
-    let mut dev = Device::new(Instance::Trn1);
+    let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, lw.program).expect("a compiled program loads");
     let ins: Vec<(&str, &[u8])> = lw
         .inputs

@@ -37,7 +37,7 @@ fn run(bytes: &[u8]) {
         .unwrap_or_else(|e| panic!("a decoded program does not decode after to_bytes: {e:?}"));
     assert_eq!(again.to_bytes(), encoded, "unstable encoding");
 
-    let mut dev = Device::with_hbm_capacity(Instance::Trn1, HBM_BYTES);
+    let dev = Device::with_hbm_capacity(Instance::Trn1, HBM_BYTES);
     let core = u32::from(bytes.last().copied().unwrap_or(0) & 1);
     let lp = match dev.load(core, program) {
         Ok(lp) => lp,

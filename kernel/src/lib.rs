@@ -84,7 +84,7 @@
 //! }
 //! let program = k.build()?;
 //!
-//! let mut dev = Device::new(Instance::Trn1);
+//! let dev = Device::new(Instance::Trn1);
 //! let lp = dev.load(0, program)?;
 //! let av: Vec<f32> = (0..256 * 64).map(|i| (i % 7) as f32 - 3.0).collect();
 //! let bv: Vec<f32> = (0..256 * 64).map(|i| (i % 5) as f32).collect();

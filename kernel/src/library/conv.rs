@@ -460,7 +460,7 @@ pub(crate) fn load_padded_planes(
         k.memset(dst, fill)?;
     } else if hn < hp || wn < wp {
         // Only the border (top, bottom, left, right strips) when that is cheaper than the
-        // whole tile under the cost rule (`N + 60`, `+ 100` for `N ≤ 128`).
+        // whole tile under the cost rule (`N + 60`, `+ 100` for back-to-back `N ≤ 128`).
         let (ph, pw) = (hp - pt - hn, wp - pl - wn);
         let strips = [
             (0..pt, 0..wp),

@@ -50,7 +50,7 @@
 //! softmax::softmax(&mut k, &y, &h)?;
 //! let program = k.build()?;
 //!
-//! let mut dev = Device::new(Instance::Trn1);
+//! let dev = Device::new(Instance::Trn1);
 //! let lp = dev.load(0, program)?;
 //! let xv = encode_f32(DType::Bf16, &[0.25; 3 * 40]);
 //! let wv = encode_f32(DType::Bf16, &[0.5; 40 * 5]);

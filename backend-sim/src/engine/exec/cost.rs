@@ -36,8 +36,8 @@ pub mod timing {
     pub const LOAD_STATIONARY_SPEEDUP: u64 = 4;
     /// Static overhead of any tensor access, engine cycles.
     pub const ACCESS_OVERHEAD_CYCLES: u64 = 60;
-    /// Extra static overhead of small (free size ≤ 128) or dependent back-to-back
-    /// instructions, engine cycles.
+    /// Extra static overhead of back-to-back instructions that are small (free size ≤ 128)
+    /// or depend on the previous instruction's output, engine cycles.
     pub const SMALL_OR_DEPENDENT_CYCLES: u64 = 100;
     /// Free sizes up to this count as "small".
     pub const SMALL_FREE_SIZE: u64 = 128;
@@ -90,9 +90,46 @@ pub(super) const fn clock(spec: &CoreSpec, e: EngineId) -> (u64, u64) {
     (mhz, TICK_MHZ)
 }
 
+/// How an instruction issues, as the static overheads of VectorE, ScalarE and GpSimdE depend
+/// on it (A2, `trainium_inferentia2_arch.rst`: "many back-to-back instructions either with
+/// N << 128 or with every instruction depending on the output tile of the previous
+/// instruction" add 100 cycles; the 60-cycle tensor access overhead engines "can typically hide
+/// some of … through instruction level parallelism").
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IssueCtx {
+    /// It reads what the engine's previous instruction wrote.
+    pub(crate) dependent: bool,
+    /// It issues the tick its engine's previous instruction finishes: the engine never idled
+    /// in between (back to back).
+    pub(crate) back_to_back: bool,
+    /// The engine cycles of the engine's previous data-path instruction (0: none).
+    pub(crate) prev_cycles: u64,
+}
+
+/// The static overheads on `c` streaming cycles of an instruction of free size `n`:
+///
+/// * back to back and small or dependent: the 60-cycle access overhead and the 100-cycle
+///   instruction overhead (nothing overlaps: the engine waits for the previous result, or
+///   the instruction is too short to cover the next one's start);
+/// * back to back otherwise: the access overhead overlaps the previous instruction's
+///   execution (instruction-level parallelism), up to that instruction's length;
+/// * after the engine idled (the first instruction, or one that waited on a semaphore, a
+///   port or a queue): the 60-cycle access overhead.
+#[inline]
+fn overheads(c: u64, n: u64, is: IssueCtx) -> u64 {
+    use timing::*;
+    if !is.back_to_back {
+        c + ACCESS_OVERHEAD_CYCLES
+    } else if is.dependent || n <= SMALL_FREE_SIZE {
+        c + ACCESS_OVERHEAD_CYCLES + SMALL_OR_DEPENDENT_CYCLES
+    } else {
+        c + ACCESS_OVERHEAD_CYCLES - ACCESS_OVERHEAD_CYCLES.min(is.prev_cycles)
+    }
+}
+
 /// The published cost of a data-path instruction on `engine`, in its engine's cycles.
 #[inline]
-pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, dependent: bool, spec: &CoreSpec) -> u64 {
+pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, is: IssueCtx, spec: &CoreSpec) -> u64 {
     use timing::*;
     let fp32 = |ap: &AccessPattern| ap.dtype == DType::F32;
     match ins {
@@ -157,13 +194,9 @@ pub(crate) fn op_cycles(ins: &Instr, engine: EngineId, dependent: bool, spec: &C
             if spec.vector_fast_modes && engine == EngineId::Vector {
                 c = vector_fast_mode(ins, c, free);
             }
-            c += ACCESS_OVERHEAD_CYCLES;
-            if dependent || free <= SMALL_FREE_SIZE {
-                c += SMALL_OR_DEPENDENT_CYCLES;
-            }
-            c
+            overheads(c, free, is)
         }
-        _ => cycles_1_1(ins, dependent),
+        _ => cycles_1_1(ins, is),
     }
 }
 
@@ -216,9 +249,9 @@ fn vector_fast_mode(ins: &Instr, c: u64, free: u64) -> u64 {
 /// The format-1.1 instructions on VectorE, ScalarE and GpSimdE: the same rule as format 1.0's
 /// — `N × inputs` with N the free size of the streamed input and `[P, 1]` operands not counted
 /// (one input: "most VectorE instructions execute in roughly N cycles"; two: "2N"), ×2 when an
-/// operand's innermost stride exceeds 16 B, + 60 access overhead, + 100 when N ≤ 128 or
-/// dependent — with the published exceptions (reciprocal 8N, the accumulator read-out).
-fn cycles_1_1(ins: &Instr, dependent: bool) -> u64 {
+/// operand's innermost stride exceeds 16 B, and the static overheads ([`overheads`]) — with the
+/// published exceptions (reciprocal 8N, the accumulator read-out).
+fn cycles_1_1(ins: &Instr, is: IssueCtx) -> u64 {
     use timing::*;
     let free = |ap: &AccessPattern| ap.free_elems();
     // (N, cycles per element of N, extra cycles)
@@ -264,9 +297,5 @@ fn cycles_1_1(ins: &Instr, dependent: bool) -> u64 {
     if strided {
         c *= 2;
     }
-    c += ACCESS_OVERHEAD_CYCLES + extra;
-    if dependent || n <= SMALL_FREE_SIZE {
-        c += SMALL_OR_DEPENDENT_CYCLES;
-    }
-    c
+    overheads(c + extra, n, is)
 }

@@ -3,7 +3,7 @@
 //! DMA triggers, `Notify`, `Halt`) take effect at issue; data-path instructions are checked for
 //! hazards, costed, and occupy their unit until their effects apply (`effects.rs`).
 
-use super::cost::{clock, op_cycles, timing};
+use super::cost::{IssueCtx, clock, op_cycles, timing};
 use super::report::{Actor, Event, EventKind, Notification, Track};
 use super::{Executor, PORT_PSUM_VS, PORT_SBUF_VG, Pending, Transfer, Wait, join};
 use crate::engine::isa::{DmaShift, EngineId, Instr, SemCmp, Space};
@@ -360,7 +360,14 @@ impl Executor<'_, '_> {
             self.check_and_record(fp, *w, engine.index(), &clock, actor);
             self.seqs[i].clock = clock;
         }
-        let cycles = op_cycles(&ins, engine, dependent, self.env.spec);
+        let s = &self.seqs[i];
+        let ctx = IssueCtx {
+            dependent,
+            // The previous instruction (data path or control) ends now: no idle tick between.
+            back_to_back: pc > 0 && s.main_until == t,
+            prev_cycles: s.last_cycles,
+        };
+        let cycles = op_cycles(&ins, engine, ctx, self.env.spec);
         let s = &mut self.seqs[i];
         let (num, den) = clock(self.env.spec, engine);
         let is_ls = matches!(ins, Instr::LoadStationary { .. });
@@ -385,6 +392,9 @@ impl Executor<'_, '_> {
             s.main_op = Some(pending);
         }
         s.pc += 1;
+        if !is_ls {
+            s.last_cycles = cycles;
+        }
         s.last_write = acc
             .iter()
             .take(n)

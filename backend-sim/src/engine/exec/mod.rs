@@ -108,6 +108,9 @@ struct Seq {
     frac: u64,
     ls_frac: u64,
     last_write: Option<Region>,
+    /// The engine cycles of its last data-path instruction (the static overheads of the next
+    /// one depend on it: `cost::IssueCtx`).
+    last_cycles: u64,
     clock: VClock,
     /// Iteration registers (format 1.1 loops).
     regs: [u32; LOOP_REGS],
@@ -341,6 +344,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
                 frac: 0,
                 ls_frac: 0,
                 last_write: None,
+                last_cycles: 0,
                 clock,
                 regs: [0; LOOP_REGS],
                 sem_block: None,
