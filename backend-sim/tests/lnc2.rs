@@ -90,8 +90,8 @@ fn load(rt: &Rt, lnc: i32, seed: u64) -> Loaded<'_> {
         t
     };
     inputs.add("rhs", dev("rhs", Some(&rhs), K * N * 4));
-    for i in 0..2 {
-        inputs.add(&format!("lhs_t{i}"), dev("lhs", Some(&lhs[i]), K * M * 4));
+    for (i, l) in lhs.iter().enumerate() {
+        inputs.add(&format!("lhs_t{i}"), dev("lhs", Some(l), K * M * 4));
         outputs.add(&format!("out{i}"), dev("out", None, M * N * 4));
     }
     let want = lhs.iter().map(|l| reference(l, &rhs)).collect();
