@@ -192,3 +192,22 @@ fn executions_from_two_threads_on_two_cores_are_correct() {
         }
     });
 }
+
+/// A trn2 device's 3 TB/s (A3) covers all its 8 × 16 engines at 23 GB/s (2.94 TB/s): cores
+/// loading together are never held below their engines' peak, and run as alone.
+#[test]
+fn trn2_cores_never_hold_each_other_back() {
+    let dev = Device::new(Instance::Trn2);
+    let a = dev.load(0, load_1mib(4)).unwrap();
+    let b = dev.load(1, load_1mib(4)).unwrap();
+    let alone = dev.execute(&a, &ExecOptions::default()).unwrap();
+    let rs = dev
+        .execute_group(&[(&a, &[]), (&b, &[])], &ExecOptions::default())
+        .unwrap();
+    for r in &rs {
+        r.result().unwrap();
+        assert_eq!(r.ticks, alone.ticks);
+        assert_eq!(r.bandwidth_stall(), 0);
+        assert_eq!(r.peak_peer_hbm_engines, 0);
+    }
+}

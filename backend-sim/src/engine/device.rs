@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nrt_core::{Error, err};
 
 use super::exec::{ExecEnv, ExecOptions, ExecReport, HbmWrites, run_program};
-use super::memory::{Hbm, OnChip};
+use super::memory::{DMA_ENGINES, Hbm, OnChip};
 use super::program::{LoopPlan, Program, TensorKind};
 use super::share::{CoreLink, HbmBoard, Lockstep};
 use crate::Instance;
@@ -140,7 +140,11 @@ impl Device {
                 .map(|_| Mutex::new(None))
                 .collect(),
             next_load: AtomicU64::new(1),
-            board: HbmBoard::new(instance.cores_per_device()),
+            board: HbmBoard::new(instance.cores_per_device(), {
+                let spec = instance.core_spec();
+                let engines = u64::from(instance.cores_per_device()) * DMA_ENGINES as u64;
+                engines.saturating_mul(spec.engine_rate()) > spec.hbm_rate()
+            }),
         }
     }
 

@@ -7,6 +7,10 @@
 //! another core of the device executes. In between, the other cores' count stays as it was
 //! at the last boundary, so their effect lags by at most one quantum.
 //!
+//! Where the device's bandwidth covers all its engines at their peaks (NeuronCore-v3: 3 TB/s
+//! for 8 × 16 engines at 23 GB/s), sharing can never slow an engine, and no core meets the
+//! others at all. On NeuronCore-v2 (820 GB/s for 2 × 16 engines at 27.2 GB/s) it can.
+//!
 //! There are two ways to learn it:
 //! * **The board** ([`HbmBoard`]). Each executing core publishes its count there, and reads
 //!   the others' whenever it reaches one of its own boundaries. This serves executions that
@@ -34,15 +38,26 @@ pub const QUANTUM_TICKS: u64 = 1024;
 pub struct HbmBoard {
     demand: Box<[AtomicU32]>,
     executing: AtomicU32,
+    /// Whether sharing can ever hold an engine below its peak: the device's bandwidth is less
+    /// than all its cores' engines at their peaks (v2: 820 GB/s against 2 × 16 × 27.2; not v3:
+    /// 3 TB/s against 8 × 16 × 23 GB/s). When it cannot, no core ever meets the others.
+    binds: bool,
 }
 
 impl HbmBoard {
-    /// A board for `cores` cores, none executing.
-    pub fn new(cores: u32) -> Self {
+    /// A board for `cores` cores, none executing; `binds`: whether the device's bandwidth is
+    /// less than the sum of its engines' peaks.
+    pub fn new(cores: u32, binds: bool) -> Self {
         Self {
             demand: (0..cores).map(|_| AtomicU32::new(0)).collect(),
             executing: AtomicU32::new(0),
+            binds,
         }
+    }
+
+    /// Whether sharing can ever hold an engine of this device below its peak.
+    pub fn binds(&self) -> bool {
+        self.binds
     }
 
     /// How many cores execute now.
@@ -198,11 +213,11 @@ pub(crate) struct CoreLink<'a> {
 }
 
 impl CoreLink<'_> {
-    /// Whether this executor must meet the others at boundaries now: it is in a group, or
-    /// another core of the device executes.
+    /// Whether this executor must meet the others at boundaries now: sharing can bind on
+    /// this device, and it is in a group or another core of the device executes.
     #[inline]
     pub(crate) fn coupled(&self) -> bool {
-        self.group.is_some() || self.board.executing() > 1
+        self.board.binds && (self.group.is_some() || self.board.executing() > 1)
     }
 
     /// Boundary `j`: publishes `engines` and returns the other cores' count.
@@ -249,7 +264,7 @@ mod tests {
     /// The board sums the cores outside the mask and forgets a core whose entry dropped.
     #[test]
     fn board_counts_other_cores() {
-        let b = HbmBoard::new(4);
+        let b = HbmBoard::new(4, true);
         let e1 = b.enter(1);
         let _e2 = b.enter(2);
         b.publish(1, 3);
