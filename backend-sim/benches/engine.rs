@@ -171,7 +171,12 @@ fn idle_skip_bench() {
             1usize,
             16u32,
         ),
-        ("16 DMA engines, 1 MiB rounds (HBM-bound)", 50, 16, 128),
+        (
+            "16 DMA engines, 1 MiB rounds (all 16 engines busy)",
+            50,
+            16,
+            128,
+        ),
     ] {
         let p = dma_program(rounds, engines, descs);
         let dev = Device::new(Instance::Trn1);

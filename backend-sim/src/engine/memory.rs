@@ -298,10 +298,13 @@ impl OnChip {
     }
 }
 
-/// Host memory of the materialised HBM pages: `HBM_SHARDS` maps, each behind its own lock,
-/// a page in the map of its index modulo the shard count (so the cores of a device copying
-/// different pages at the same time rarely meet on one lock).
+/// Host memory of the materialised HBM pages: `HBM_SHARDS` maps, each behind its own lock.
+/// Runs of [`SHARD_RUN_PAGES`] consecutive pages share a map, so a descriptor's bytes mostly
+/// take one lock; the runs are spread over the maps, so the cores of a device copying
+/// different regions at the same time rarely meet on one.
 const HBM_SHARDS: usize = 64;
+/// Consecutive pages (64 KiB) kept in one shard.
+const SHARD_RUN_PAGES: u64 = 16;
 
 type PageMap = HashMap<u64, Box<[u8]>>;
 
@@ -370,7 +373,7 @@ impl Hbm {
     #[inline]
     fn shard(&self, page: u64) -> &RwLock<PageMap> {
         // `pages` has HBM_SHARDS entries, a power of two.
-        &self.pages[(page as usize) & (HBM_SHARDS - 1)].0
+        &self.pages[((page / SHARD_RUN_PAGES) as usize) & (HBM_SHARDS - 1)].0
     }
 
     /// Capacity in bytes.
@@ -506,14 +509,19 @@ impl Hbm {
             if map.is_empty() {
                 continue;
             }
-            // The keys of shard `i` in `first..last`: `k ≡ i (mod HBM_SHARDS)`.
+            // The keys of shard `i` in `first..last`: runs of SHARD_RUN_PAGES pages whose run
+            // index is `i (mod HBM_SHARDS)`.
             let n = last - first;
             if n / HBM_SHARDS as u64 <= map.len() as u64 {
-                let lead = (i as u64).wrapping_sub(first) % HBM_SHARDS as u64;
-                let mut k = first + lead;
-                while k < last {
-                    map.remove(&k);
-                    k += HBM_SHARDS as u64;
+                let period = SHARD_RUN_PAGES * HBM_SHARDS as u64;
+                let run0 = first / SHARD_RUN_PAGES;
+                let lead = (i as u64).wrapping_sub(run0) % HBM_SHARDS as u64;
+                let mut r = (run0 + lead) * SHARD_RUN_PAGES;
+                while r < last {
+                    for k in r.max(first)..(r + SHARD_RUN_PAGES).min(last) {
+                        map.remove(&k);
+                    }
+                    r += period;
                 }
             } else {
                 map.retain(|&k, _| !(first..last).contains(&k));
@@ -521,19 +529,34 @@ impl Hbm {
         }
     }
 
+    /// The bytes from `addr` to the end of its run of [`SHARD_RUN_PAGES`] pages (what one
+    /// lock of its shard covers).
+    #[inline]
+    fn run_left(addr: u64) -> u64 {
+        let run = SHARD_RUN_PAGES * HBM_PAGE_BYTES;
+        run - addr % run
+    }
+
     pub(crate) fn read_unchecked(&self, addr: u64, out: &mut [u8]) {
         let mut done = 0usize;
         while done < out.len() {
             let a = addr + done as u64;
-            let page = a / HBM_PAGE_BYTES;
-            let off = (a % HBM_PAGE_BYTES) as usize;
-            let n = (HBM_PAGE_BYTES as usize - off).min(out.len() - done);
-            let dst = &mut out[done..done + n];
-            match read_lock(self.shard(page)).get(&page) {
-                Some(p) => dst.copy_from_slice(&p[off..off + n]),
-                None => dst.fill(0),
+            // One lock for the part of `out` in this run of pages.
+            let span = (Self::run_left(a).min((out.len() - done) as u64)) as usize;
+            let map = read_lock(self.shard(a / HBM_PAGE_BYTES));
+            let end = done + span;
+            while done < end {
+                let a = addr + done as u64;
+                let page = a / HBM_PAGE_BYTES;
+                let off = (a % HBM_PAGE_BYTES) as usize;
+                let n = (HBM_PAGE_BYTES as usize - off).min(end - done);
+                let dst = &mut out[done..done + n];
+                match map.get(&page) {
+                    Some(p) => dst.copy_from_slice(&p[off..off + n]),
+                    None => dst.fill(0),
+                }
+                done += n;
             }
-            done += n;
         }
     }
 
@@ -541,16 +564,21 @@ impl Hbm {
         let mut done = 0usize;
         while done < data.len() {
             let a = addr + done as u64;
-            let page = a / HBM_PAGE_BYTES;
-            let off = (a % HBM_PAGE_BYTES) as usize;
-            let n = (HBM_PAGE_BYTES as usize - off).min(data.len() - done);
-            let src = &data[done..done + n];
-            let mut map = write_lock(self.shard(page));
-            let p = map
-                .entry(page)
-                .or_insert_with(|| vec![0u8; HBM_PAGE_BYTES as usize].into_boxed_slice());
-            p[off..off + n].copy_from_slice(src);
-            done += n;
+            let span = (Self::run_left(a).min((data.len() - done) as u64)) as usize;
+            let mut map = write_lock(self.shard(a / HBM_PAGE_BYTES));
+            let end = done + span;
+            while done < end {
+                let a = addr + done as u64;
+                let page = a / HBM_PAGE_BYTES;
+                let off = (a % HBM_PAGE_BYTES) as usize;
+                let n = (HBM_PAGE_BYTES as usize - off).min(end - done);
+                let src = &data[done..done + n];
+                let p = map
+                    .entry(page)
+                    .or_insert_with(|| vec![0u8; HBM_PAGE_BYTES as usize].into_boxed_slice());
+                p[off..off + n].copy_from_slice(src);
+                done += n;
+            }
         }
     }
 }
@@ -608,6 +636,41 @@ mod tests {
         assert_eq!(buf, [0; 16]);
         assert!(h.write(b + (400 << 20), &[1]).is_err());
         assert_eq!(h.free(12).unwrap_err().status(), NrtStatus::Invalid);
+    }
+
+    /// Pages spread over many shards and runs: reads and writes crossing runs, a zeroed range
+    /// dropping exactly its whole pages, a free dropping every page of the allocation.
+    #[test]
+    fn hbm_pages_across_shards() {
+        let h = Hbm::new(1 << 34);
+        let a = h.alloc(8 << 30).unwrap();
+        let run = SHARD_RUN_PAGES * HBM_PAGE_BYTES;
+        let spots: Vec<u64> = (0..200u64).map(|i| a + 8 + i * (run * 7 + 4093)).collect();
+        for (i, &s) in spots.iter().enumerate() {
+            h.write(s, &[i as u8 + 1; 10]).unwrap();
+        }
+        for (i, &s) in spots.iter().enumerate() {
+            let mut b = [0u8; 12];
+            h.read(s - 1, &mut b).unwrap();
+            assert_eq!(b[0], 0);
+            assert!(b[1..11].iter().all(|&x| x == i as u8 + 1));
+            assert_eq!(b[11], 0);
+        }
+        // A range straddling a run boundary, written whole then zeroed in the middle.
+        let base = a + 3 * run - 3 * HBM_PAGE_BYTES;
+        let data: Vec<u8> = (0..6 * HBM_PAGE_BYTES)
+            .map(|i| (i % 251) as u8 + 1)
+            .collect();
+        h.write(base, &data).unwrap();
+        h.zero_range(base + 100, 5 * HBM_PAGE_BYTES);
+        let mut back = vec![0u8; data.len()];
+        h.read(base, &mut back).unwrap();
+        for (i, (&x, &y)) in back.iter().zip(&data).enumerate() {
+            let zeroed = (100..100 + 5 * HBM_PAGE_BYTES as usize).contains(&i);
+            assert_eq!(x, if zeroed { 0 } else { y }, "byte {i}");
+        }
+        h.free(a).unwrap();
+        assert_eq!(h.resident_bytes(), 0);
     }
 
     #[test]
