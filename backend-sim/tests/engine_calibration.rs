@@ -285,6 +285,56 @@ fn static_overheads_apply_where_the_guide_says() {
     assert_eq!(exp_chain(512, 4, false), [572, 512, 512, 512]);
 }
 
+/// Qualitative: a DMA trigger-to-start latency (`ExecOptions::dma_trigger_latency_ticks`; 0 by
+/// default, see docs/SIM_ISA.md) delays a transfer's start by exactly that much without
+/// occupying its engine: the transfer takes as long, the engine idles meanwhile.
+#[test]
+fn a_trigger_latency_delays_the_start_not_the_transfer() {
+    let run = |latency: Option<u64>| {
+        let mut b = ProgramBuilder::new("load");
+        let t = b.input("x", DType::Bf16, &[4 * 4096]);
+        let s = b.sem().unwrap();
+        let descs: Vec<DmaDescriptor> = (0..4u32)
+            .map(|p| DmaDescriptor {
+                src: DmaEndpoint::Hbm {
+                    tensor: t,
+                    offset: u64::from(p) * 8192,
+                },
+                dst: DmaEndpoint::Sbuf {
+                    partition: p as u8,
+                    offset: 0,
+                },
+                len: 8192,
+            })
+            .collect();
+        b.dma_on(EngineId::Sync, 0, 0, &descs, s, 1);
+        b.wait(EngineId::Sync, s, 1);
+        let dev = Device::new(Instance::Trn1);
+        let lp = dev.load(0, b.build().unwrap()).unwrap();
+        let opts = ExecOptions {
+            dma_trigger_latency_ticks: latency,
+            ..ExecOptions::default()
+        };
+        let r = dev.execute(&lp, &opts).unwrap();
+        r.result().unwrap();
+        check_counters(&r);
+        let tr = r
+            .events
+            .iter()
+            .find(|e| matches!(e.kind, EventKind::Transfer { .. }))
+            .map(|e| (e.start, e.dur))
+            .unwrap();
+        (r.ticks, tr, r.dma_engines[0].idle)
+    };
+    let (t0, (s0, d0), idle0) = run(None);
+    let (t1, (s1, d1), idle1) = run(Some(1820));
+    assert_eq!(run(Some(0)).0, t0, "the default is no latency");
+    assert_eq!(t1, t0 + 1820);
+    assert_eq!(s1, s0 + 1820);
+    assert_eq!(d1, d0);
+    assert_eq!(idle1, idle0 + 1820);
+}
+
 #[test]
 fn psum_port_conflict_serialises_vector_and_scalar() {
     // ScalarE exp reading PSUM and VectorE copying out of another PSUM bank: they cannot

@@ -19,6 +19,8 @@
 //! * `--default-triggers`: loads triggered by the kernel API's default engine (default: SyncE).
 //! * `--rows=R`: compute only the first `R` rows of the result (a multiple of 256; no
 //!   comparison with the published figures): a cheap way to compare the loop forms.
+//! * `--trigger-latency-ns=N`: a DMA trigger-to-start latency of `N` ns (not modelled by
+//!   default: `docs/FIDELITY.md`, "Sensitivity").
 //!
 //! What the published source leaves to NKI's compiler is chosen here as follows. Buffers:
 //! every tile declared inside a loop gets two (alternate iterations use alternate buffers,
@@ -535,10 +537,12 @@ fn run() -> Result<bool, Error> {
         "--unrolled",
         "--default-triggers",
     ];
-    if let Some(bad) = args
-        .iter()
-        .find(|a| a.starts_with("--") && !a.starts_with("--rows=") && !opts.contains(&a.as_str()))
-    {
+    if let Some(bad) = args.iter().find(|a| {
+        a.starts_with("--")
+            && !a.starts_with("--rows=")
+            && !a.starts_with("--trigger-latency-ns=")
+            && !opts.contains(&a.as_str())
+    }) {
         return Err(err!(Invalid, "unknown option {bad}"));
     }
     let mut names: Vec<&str> = args
@@ -568,6 +572,7 @@ fn run() -> Result<bool, Error> {
         .collect();
     let quiet = ExecOptions {
         record_events: false,
+        dma_trigger_latency_ticks: common::trigger_latency(&args)?,
         ..ExecOptions::default()
     };
     println!(

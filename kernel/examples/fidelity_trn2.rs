@@ -11,7 +11,8 @@
 //!
 //! `NAME` selects versions (`v2`, `v3`, `v5`; all by default). `--rows=R` computes only the
 //! first `R` rows (a multiple of 2048), without the comparison. `--bufs=B` gives version 2's
-//! lhsT and rhs tiles `B` buffers (1, 2, 4 or 8; default 2). Every loop is a Rust loop
+//! lhsT and rhs tiles `B` buffers (1, 2, 4 or 8; default 2). `--trigger-latency-ns=N` adds a
+//! DMA trigger-to-start latency of `N` ns (not modelled by default). Every loop is a Rust loop
 //! (recorded unrolled, rerolled by `Kernel::build`); versions 2 and 3 run as programs of
 //! 1024 and 2048 rows one after the other ([`chunk_rows`]).
 //!
@@ -310,6 +311,7 @@ fn run() -> Result<bool, Error> {
             .ok_or_else(|| err!(Invalid, "--bufs={b}: 1, 2, 4 or 8"))?,
         None => 2,
     };
+    let latency = common::trigger_latency(&args)?;
     let lhs_t = random_f32(K * M, 1);
     let rhs = random_f32(K * N, 2);
     println!("trn2 (one NeuronCore-v3), fp32 [{rows},{K}] @ [{K},{N}], simulated");
@@ -341,6 +343,7 @@ fn run() -> Result<bool, Error> {
             let t1 = Instant::now();
             let opts = ExecOptions {
                 record_events: false,
+                dma_trigger_latency_ticks: latency,
                 ..ExecOptions::default()
             };
             let r = dev.execute(&lp, &opts)?;

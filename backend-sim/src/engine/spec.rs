@@ -40,6 +40,13 @@ pub struct CoreSpec {
     pub dma_descriptor_ticks: u64,
     /// Fixed cost of each transfer on its engine, before its first descriptor, ticks.
     pub dma_transfer_ticks: u64,
+    /// Latency from a transfer's trigger to the earliest tick its DMA engine may start it,
+    /// ticks (the engine serves other queues meanwhile). The DMA bandwidth guide gives
+    /// "semaphore-to-start latency (~1300 ns cross-engine)"; taken as this latency it puts
+    /// trn2's tiled matmul 69 % above its published time (`docs/FIDELITY.md`,
+    /// "Sensitivity"), so it is **not modelled**: 0 on every generation, and
+    /// `ExecOptions::dma_trigger_latency_ticks` sets it for a study.
+    pub dma_trigger_latency_ticks: u64,
     /// Time the hardware descriptor generator (DGE) holds the triggering sequencer per 128
     /// descriptors, ticks (0: descriptors are built ahead of time, as on NeuronCore-v2).
     pub dge_ticks_per_128_descriptors: u64,
@@ -67,6 +74,7 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
     hbm_mbps_per_device: 820_000,
     dma_descriptor_ticks: 64,
     dma_transfer_ticks: 232,
+    dma_trigger_latency_ticks: 0,
     dge_ticks_per_128_descriptors: 0,
     vector_fast_modes: false,
     shared_ports: true,
@@ -96,6 +104,7 @@ pub const NEURONCORE_V3: CoreSpec = CoreSpec {
     hbm_mbps_per_device: 3_000_000,
     dma_descriptor_ticks: 1,
     dma_transfer_ticks: 3,
+    dma_trigger_latency_ticks: 0,
     dge_ticks_per_128_descriptors: 840,
     vector_fast_modes: true,
     shared_ports: false,

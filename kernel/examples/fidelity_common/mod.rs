@@ -76,3 +76,23 @@ pub(crate) fn samples(count: usize, rows: usize) -> Vec<(usize, usize)> {
         })
         .collect()
 }
+
+/// `--trigger-latency-ns=N` among `args`: a DMA trigger-to-start latency of `N` ns for a
+/// sensitivity study (`ExecOptions::dma_trigger_latency_ticks`; `None`: the generation's
+/// figure, 0).
+pub(crate) fn trigger_latency(args: &[String]) -> Result<Option<u64>, nrt_core::Error> {
+    match args
+        .iter()
+        .find_map(|a| a.strip_prefix("--trigger-latency-ns="))
+    {
+        None => Ok(None),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|&ns| ns <= 1_000_000)
+            .map(|ns| Some(ns * 14 / 10))
+            .ok_or_else(|| {
+                nrt_core::err!(Invalid, "--trigger-latency-ns={v}: whole ns up to 1000000")
+            }),
+    }
+}

@@ -293,13 +293,29 @@ impl Executor<'_, '_> {
             if self.dma[e].phase != Phase::Idle {
                 continue;
             }
-            // Round-robin over this engine's non-empty queues.
+            // Round-robin over this engine's non-empty queues whose front transfer is ready.
             let mask = self.queue_mask[e];
             if mask == 0 {
                 continue;
             }
             let rr = self.dma[e].rr;
-            let qi = (rr + mask.rotate_right(rr as u32).trailing_zeros() as usize) % DMA_QUEUES;
+            let mut left = mask.rotate_right(rr as u32);
+            let mut chosen = None;
+            while left != 0 {
+                let qi = (rr + left.trailing_zeros() as usize) % DMA_QUEUES;
+                left &= left - 1;
+                let ready = self.queues[e * DMA_QUEUES + qi]
+                    .front()
+                    .map_or(u64::MAX, |tr| tr.ready);
+                if ready <= t {
+                    chosen = Some(qi);
+                    break;
+                }
+                self.dma_wake = self.dma_wake.min(ready);
+            }
+            let Some(qi) = chosen else {
+                continue;
+            };
             self.dma[e].rr = (qi + 1) % DMA_QUEUES;
             let q = e * DMA_QUEUES + qi;
             let Some(tr) = self.queues[q].front_mut() else {

@@ -154,6 +154,10 @@ impl Executor<'_, '_> {
                     start: None,
                     bytes,
                     shift,
+                    ready: t + self
+                        .opts
+                        .dma_trigger_latency_ticks
+                        .unwrap_or(self.env.spec.dma_trigger_latency_ticks),
                 });
                 // NeuronCore-v3 generates a trigger's descriptors in hardware (DGE), which
                 // holds the issuing sequencer; v2 triggers pre-built descriptors.

@@ -145,6 +145,9 @@ struct Transfer {
     bytes: u64,
     /// Offsets the trigger's dynamic terms add to every descriptor (zero without terms).
     shift: DmaShift,
+    /// The first tick its engine may start it: the trigger's tick plus the trigger-to-start
+    /// latency (`CoreSpec::dma_trigger_latency_ticks`).
+    ready: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -266,6 +269,9 @@ struct Executor<'a, 'e> {
     published: u64,
     /// An engine went idle or a transfer was queued since the last start pass.
     start_pending: bool,
+    /// The earliest tick a queued transfer an idle engine passed over becomes ready
+    /// (`u64::MAX`: none).
+    dma_wake: u64,
     /// The next issue pass may issue something: a sequencer issued in the last one (it may
     /// issue again at the next event), or a semaphore or a queue changed since.
     wake: bool,
@@ -394,6 +400,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         next_meet: u64::MAX,
         published: 0,
         start_pending: false,
+        dma_wake: u64::MAX,
         wake: true,
         ports: [PortState { until: 0 }; 2],
         wake_at: 0,
@@ -513,6 +520,10 @@ impl Executor<'_, '_> {
                     return;
                 }
             }
+            if self.t >= self.dma_wake {
+                self.dma_wake = u64::MAX;
+                self.start_pending = true;
+            }
             if self.start_pending {
                 self.start_pending = false;
                 self.start_dma_engines();
@@ -624,7 +635,7 @@ impl Executor<'_, '_> {
         for p in &self.ports {
             best = best.min(after(p.until));
         }
-        best = best.min(after(self.wake_at));
+        best = best.min(after(self.wake_at)).min(after(self.dma_wake));
         // Every pending DMA phase change lies after `t` (due ones were processed).
         for &n in &self.dma_next {
             best = best.min(after(n));

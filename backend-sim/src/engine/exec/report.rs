@@ -34,6 +34,10 @@ pub struct ExecOptions {
     /// instruction's timing, address or control flow depends on data), so the check would
     /// find what it found then: nothing. See `docs/SIM_ISA.md`, "Hazards".
     pub recheck_hazards: bool,
+    /// Overrides the generation's DMA trigger-to-start latency
+    /// (`CoreSpec::dma_trigger_latency_ticks`, 0 on every generation: not modelled), for
+    /// studies of its effect; `None`: the generation's figure.
+    pub dma_trigger_latency_ticks: Option<u64>,
 }
 
 impl Default for ExecOptions {
@@ -45,6 +49,7 @@ impl Default for ExecOptions {
             max_events: 1 << 20,
             max_hazards: 64,
             recheck_hazards: false,
+            dma_trigger_latency_ticks: None,
         }
     }
 }
