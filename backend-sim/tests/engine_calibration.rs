@@ -67,19 +67,7 @@ fn one_engine_load(instance: Instance, rows: u32, row_bytes: u32) -> f64 {
     let mut b = ProgramBuilder::new("load");
     let t = b.input("x", DType::Bf16, &[u64::from(rows * row_bytes / 2)]);
     let s = b.sem().unwrap();
-    let descs: Vec<DmaDescriptor> = (0..rows)
-        .map(|p| DmaDescriptor {
-            src: DmaEndpoint::Hbm {
-                tensor: t,
-                offset: u64::from(p * row_bytes),
-            },
-            dst: DmaEndpoint::Sbuf {
-                partition: p as u8,
-                offset: 0,
-            },
-            len: row_bytes,
-        })
-        .collect();
+    let descs = row_loads(t, rows, row_bytes);
     b.dma_on(EngineId::Sync, 0, 0, &descs, s, 1);
     b.wait(EngineId::Sync, s, 1);
     let r = exec_on(instance, b.build().unwrap(), &[]);
@@ -294,19 +282,7 @@ fn a_trigger_latency_delays_the_start_not_the_transfer() {
         let mut b = ProgramBuilder::new("load");
         let t = b.input("x", DType::Bf16, &[4 * 4096]);
         let s = b.sem().unwrap();
-        let descs: Vec<DmaDescriptor> = (0..4u32)
-            .map(|p| DmaDescriptor {
-                src: DmaEndpoint::Hbm {
-                    tensor: t,
-                    offset: u64::from(p) * 8192,
-                },
-                dst: DmaEndpoint::Sbuf {
-                    partition: p as u8,
-                    offset: 0,
-                },
-                len: 8192,
-            })
-            .collect();
+        let descs = row_loads(t, 4, 8192);
         b.dma_on(EngineId::Sync, 0, 0, &descs, s, 1);
         b.wait(EngineId::Sync, s, 1);
         let dev = Device::new(Instance::Trn1);

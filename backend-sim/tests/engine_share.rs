@@ -11,12 +11,10 @@
 
 mod common;
 
-use common::check_counters;
+use common::{check_counters, row_loads};
 use nrt_core::NrtStatus;
 use nrt_sim::Instance;
-use nrt_sim::engine::{
-    DType, Device, DmaDescriptor, DmaEndpoint, EngineId, ExecOptions, Program, ProgramBuilder,
-};
+use nrt_sim::engine::{DType, Device, EngineId, ExecOptions, Program, ProgramBuilder};
 
 /// 1 MiB (128 × 4096 bf16) from HBM into SBUF: one 8 KiB descriptor per partition, spread
 /// over all 16 DMA engines, `rounds` times.
@@ -24,19 +22,7 @@ fn load_1mib(rounds: u32) -> Program {
     let mut b = ProgramBuilder::new("dma1m");
     let t = b.input("x", DType::Bf16, &[128, 4096]);
     let s = b.sem().unwrap();
-    let descs: Vec<DmaDescriptor> = (0..128u32)
-        .map(|p| DmaDescriptor {
-            src: DmaEndpoint::Hbm {
-                tensor: t,
-                offset: u64::from(p) * 8192,
-            },
-            dst: DmaEndpoint::Sbuf {
-                partition: p as u8,
-                offset: 0,
-            },
-            len: 8192,
-        })
-        .collect();
+    let descs = row_loads(t, 128, 8192);
     let mut total = 0;
     for _ in 0..rounds {
         let n = b.dma_spread(EngineId::Sync, &descs, 0, s, 16);

@@ -5,12 +5,14 @@
 //! once.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::sync::Arc;
 
 use nrt_core::tensor::{TensorPlacement, TensorSet};
-use nrt_core::{FrameworkType, ModelHandle, Runtime};
+use nrt_core::{ModelHandle, Runtime};
 use nrt_sim::engine::{DType, Program, decode_f32, encode_f32, kernels};
-use nrt_sim::{Instance, Reports, SimConfig, SimDriver, SimMachine};
+use nrt_sim::{Instance, Reports, SimDriver, SimMachine};
 
 type Rt = Runtime<SimDriver>;
 
@@ -52,17 +54,7 @@ fn reference(lhs_t: &[f32], rhs: &[f32]) -> Vec<f64> {
 }
 
 fn runtime() -> (Rt, Arc<SimMachine>) {
-    let machine =
-        SimMachine::with_reports(SimConfig::funtime(Instance::Trn2, 1), Reports::Counters);
-    let rt = Runtime::new(SimDriver::attach(&machine));
-    rt.init(
-        FrameworkType::NoFw,
-        "",
-        "",
-        &[("NEURON_RT_LOG_LEVEL", "ERROR")],
-    )
-    .unwrap();
-    (rt, machine)
+    common::sim_runtime(Instance::Trn2, Reports::Counters)
 }
 
 struct Loaded<'r> {

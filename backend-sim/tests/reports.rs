@@ -4,28 +4,21 @@
 //! no stale report after a plumbing-mode execution.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::sync::Arc;
 
 use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
 use nrt_core::tensor::{TensorPlacement, TensorSet};
-use nrt_core::{FrameworkType, ModelHandle, Runtime};
+use nrt_core::{ModelHandle, Runtime};
 use nrt_sim::engine::{DType, EventKind, encode_f32, kernels};
-use nrt_sim::{Instance, Reports, SimConfig, SimDriver, SimMachine};
+use nrt_sim::{Instance, Reports, SimDriver, SimMachine};
 
 type Rt = Runtime<SimDriver>;
 
 fn runtime(instance: Instance, reports: Reports) -> (Rt, Arc<SimMachine>) {
-    let machine = SimMachine::with_reports(SimConfig::funtime(instance, 1), reports);
-    let rt = Runtime::new(SimDriver::attach(&machine));
-    rt.init(
-        FrameworkType::NoFw,
-        "",
-        "",
-        &[("NEURON_RT_LOG_LEVEL", "ERROR")],
-    )
-    .unwrap();
-    (rt, machine)
+    common::sim_runtime(instance, reports)
 }
 
 /// An `a + b` NEFF of `subgraphs` subgraphs (one per physical core of the logical core).

@@ -9,8 +9,27 @@
 
 use nrt_sim::Instance;
 use nrt_sim::engine::{
-    ActFunc, DType, Device, ExecOptions, ExecReport, Program, decode_f32, encode_f32, round_through,
+    ActFunc, DType, Device, DmaDescriptor, DmaEndpoint, ExecOptions, ExecReport, Program,
+    decode_f32, encode_f32, round_through,
 };
+
+/// `rows` descriptors loading rows of `row_bytes` from HBM tensor `tensor` (consecutive) into
+/// SBUF partitions `0..rows` at offset 0.
+pub fn row_loads(tensor: u32, rows: u32, row_bytes: u32) -> Vec<DmaDescriptor> {
+    (0..rows)
+        .map(|p| DmaDescriptor {
+            src: DmaEndpoint::Hbm {
+                tensor,
+                offset: u64::from(p) * u64::from(row_bytes),
+            },
+            dst: DmaEndpoint::Sbuf {
+                partition: p as u8,
+                offset: 0,
+            },
+            len: row_bytes,
+        })
+        .collect()
+}
 
 /// A deterministic pseudo-random sequence (64-bit LCG), values in [-1, 1) rounded to `dtype`.
 pub fn data(seed: u64, n: usize, dtype: DType) -> Vec<f32> {
@@ -146,4 +165,26 @@ pub fn check_counters(r: &ExecReport) {
 
 pub fn trn1() -> Instance {
     Instance::Trn1
+}
+
+/// A runtime on a new simulated machine of one `instance` device (funtime), keeping reports as
+/// `reports` says, initialised with errors-only logging; and the machine.
+pub fn sim_runtime(
+    instance: Instance,
+    reports: nrt_sim::Reports,
+) -> (
+    nrt_core::Runtime<nrt_sim::SimDriver>,
+    std::sync::Arc<nrt_sim::SimMachine>,
+) {
+    let machine =
+        nrt_sim::SimMachine::with_reports(nrt_sim::SimConfig::funtime(instance, 1), reports);
+    let rt = nrt_core::Runtime::new(nrt_sim::SimDriver::attach(&machine));
+    rt.init(
+        nrt_core::FrameworkType::NoFw,
+        "",
+        "",
+        &[("NEURON_RT_LOG_LEVEL", "ERROR")],
+    )
+    .unwrap();
+    (rt, machine)
 }
