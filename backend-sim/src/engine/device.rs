@@ -478,6 +478,8 @@ impl Device {
         opts: &ExecOptions,
         group: Option<(&Lockstep, usize, u64)>,
     ) -> ExecReport {
+        // Out of the group however this ends (the executor itself leaves as it finishes).
+        let _member = group.map(|(g, me, _)| g.member(me));
         let spec = self.instance.core_spec();
         let core = slot.get_or_insert_with(|| CoreMem {
             sbuf: OnChip::sbuf_of(spec),

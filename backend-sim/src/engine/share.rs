@@ -192,12 +192,30 @@ impl Lockstep {
             .sum()
     }
 
-    /// Member `me` finished: the others stop waiting for it.
+    /// Member `me`'s presence in the group: dropping it leaves the group, however the member's
+    /// run ends (a member that never starts its program must not hold the others).
+    pub(crate) fn member(&self, me: usize) -> MemberGuard<'_> {
+        MemberGuard { group: self, me }
+    }
+
+    /// Member `me` finished: the others stop waiting for it (again: a no-op).
     pub(crate) fn leave(&self, me: usize) {
         if let Some(mine) = self.members.get(me) {
             mine.done.store(true, Ordering::SeqCst);
         }
         self.wake();
+    }
+}
+
+/// A member of a [`Lockstep`] group; leaves it when dropped.
+pub(crate) struct MemberGuard<'g> {
+    group: &'g Lockstep,
+    me: usize,
+}
+
+impl Drop for MemberGuard<'_> {
+    fn drop(&mut self) {
+        self.group.leave(self.me);
     }
 }
 
