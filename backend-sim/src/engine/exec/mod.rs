@@ -432,26 +432,17 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         mm_moving_key: None,
         fbuf: [Vec::new(), Vec::new()],
     };
-    // A lock-step group stops waiting for this member however the run ends.
-    let leave = LeaveOnDrop(m.env.link);
     m.run();
-    drop(leave);
+    // A lock-step group stops waiting for this member as soon as its program ends (the device
+    // also leaves it for the member however its run ends: `share::MemberGuard`).
+    if let Some(link) = m.env.link {
+        link.leave();
+    }
     for e in 0..DMA_ENGINES {
         m.charge_dma(e);
     }
     m.report.semaphores = m.sems.clone();
     m.report
-}
-
-/// Leaves the lock-step group of a link when dropped.
-struct LeaveOnDrop<'a>(Option<CoreLink<'a>>);
-
-impl Drop for LeaveOnDrop<'_> {
-    fn drop(&mut self) {
-        if let Some(l) = self.0 {
-            l.leave();
-        }
-    }
 }
 
 impl Executor<'_, '_> {
