@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nrt_sim::Instance;
 use nrt_sim::engine::{
     DType, Device, DmaDescriptor, DmaEndpoint, EngineId, ExecOptions, ProgramBuilder, encode_f32,
-    kernels,
+    kernels, tensor_matmul,
 };
 
 fn best_of(reps: usize, mut f: impl FnMut() -> Duration) -> Duration {
@@ -65,8 +65,66 @@ fn matmul_bench() {
         Some(s) => println!("reference: {s}"),
         None => println!("reference: numpy unavailable (python3 -c 'import numpy' failed)"),
     }
+    gemm_bench();
     for dt in [DType::Bf16, DType::F32] {
         matmul_bench_dtype(dt);
+    }
+}
+
+/// The functional GEMM alone: `engine::tensor_matmul`, the engine's kernel over TensorE's
+/// tiling (128-deep K tiles accumulated as PSUM does), with full-precision fp32 operands,
+/// against numpy's fp32 matmul on same-shaped operands. This machine's speed drifts by up to
+/// 20 % within a minute, so the two are timed in alternation, five rounds (each the best of
+/// three), and the median of the rounds' ratios is the figure.
+fn gemm_bench() {
+    println!(
+        "## Functional GEMM (engine::tensor_matmul: TensorE's K tiles, PSUM accumulation) vs \
+         numpy fp32 matmul, single thread, 5 alternating rounds"
+    );
+    for &s in &[512usize, 1024, 2048] {
+        let (m, k, n) = (s, s, s);
+        let a: Vec<f32> = (0..k * m)
+            .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 + 1e-4)
+            .collect();
+        let b: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 104_729) % 1000) as f32 / 1000.0 + 1e-4)
+            .collect();
+        let mut c = vec![0f32; m * n];
+        let flops = 2.0 * (m * k * n) as f64;
+        let mut rounds = Vec::new();
+        for _ in 0..5 {
+            let host = best_of(3, || {
+                let t = Instant::now();
+                tensor_matmul(&a, &b, &mut c, m, k, n).unwrap();
+                t.elapsed()
+            })
+            .as_secs_f64();
+            let Some(np_s) = numpy_matmul_seconds(m as u64, k as u64, n as u64) else {
+                println!(
+                    "{m}x{k}x{n}: numpy unavailable (python3 -c 'import numpy' failed): skipped"
+                );
+                break;
+            };
+            rounds.push((host, np_s));
+        }
+        if rounds.is_empty() {
+            continue;
+        }
+        let mut ratios: Vec<f64> = rounds.iter().map(|&(h, np)| np / h).collect();
+        ratios.sort_by(f64::total_cmp);
+        let gflops = |t: f64| flops / t / 1e9;
+        let list: Vec<String> = rounds
+            .iter()
+            .map(|&(h, np)| format!("{:.0}/{:.0}", gflops(h), gflops(np)))
+            .collect();
+        println!(
+            "{m}x{k}x{n}: GFLOP/s tensor_matmul/numpy per round {}; tensor_matmul speed = {:.2}x \
+             numpy (median; rounds {:.2}-{:.2})",
+            list.join(" "),
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
     }
 }
 

@@ -11,8 +11,10 @@
 mod fast;
 mod fused;
 mod matmul;
+mod tensor;
 
 pub(crate) use self::matmul::{matmul_stationary_any_nan, matmul_store_fast};
+pub use self::tensor::tensor_matmul;
 use super::isa::ActFunc;
 use super::nan::canon;
 

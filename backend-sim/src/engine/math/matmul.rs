@@ -118,12 +118,36 @@ pub(crate) fn matmul_store_fast(
     n: usize,
     accumulate: bool,
 ) -> bool {
-    let stored = gemm_eligible(k, m, n)
-        && gemm_follows_rule()
-        && gemm_into(a, b, ldb.max(n), c, ldc, k, m, n, accumulate);
-    if !stored {
+    if !matmul_store_fast_any_nan(a, b, ldb, c, ldc, k, m, n, accumulate) {
         return false;
     }
+    canon_rows(c, ldc, m, n);
+    true
+}
+
+/// [`matmul_store_fast`] except that a NaN result may carry any payload: a caller that adds
+/// more products to the same rows canonicalises once after the last ([`canon_rows`]); a NaN
+/// stays a NaN through every later addition, so the bits are the same.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_store_fast_any_nan(
+    a: &[f32],
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    k: usize,
+    m: usize,
+    n: usize,
+    accumulate: bool,
+) -> bool {
+    gemm_eligible(k, m, n)
+        && gemm_follows_rule()
+        && gemm_into(a, b, ldb.max(n), c, ldc, k, m, n, accumulate)
+}
+
+/// Every NaN among the first `n` elements of `c`'s first `m` rows (`ldc` apart) made the
+/// canonical NaN.
+pub(crate) fn canon_rows(c: &mut [f32], ldc: usize, m: usize, n: usize) {
     const NAN: f32 = crate::engine::CANONICAL_NAN;
     for row in c.chunks_mut(ldc.max(1)).take(m) {
         let used = n.min(row.len());
@@ -133,7 +157,6 @@ pub(crate) fn matmul_store_fast(
             row.iter_mut().filter(|x| x.is_nan()).for_each(|x| *x = NAN);
         }
     }
-    true
 }
 
 /// The rule, literally: `c[i][j] = fma(a_{k−1}, b_{k−1}, … fma(a0, b0, +0))`, each step
