@@ -166,6 +166,24 @@ pub mod profile;
 pub mod sys_trace;
 mod trace_store;
 
+/// What the library holds on the simulated machine, for the crate's tests and the `capi` fuzz
+/// target (the `test-hooks` feature; never in a shipped library).
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks {
+    /// The simulated machine behind the library, once the simulator is the chosen backend.
+    pub fn sim_machine() -> Option<std::sync::Arc<nrt_sim::SimMachine>> {
+        crate::DRIVER
+            .get()
+            .and_then(|d| d.as_sim())
+            .map(|s| std::sync::Arc::clone(s.machine()))
+    }
+
+    /// Device memory of `device` allocated through the library and not freed, in bytes.
+    pub fn device_bytes_allocated(device: u32) -> u64 {
+        crate::DRIVER.bytes_allocated(device)
+    }
+}
+
 pub use async_exec::*;
 pub use execute::*;
 pub use init::*;
