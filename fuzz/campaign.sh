@@ -10,8 +10,9 @@
 # machine's cores). Afterwards libFuzzer's merge keeps, from the seeds and everything found, the
 # smallest set of inputs that reaches every feature reached, and that set becomes
 # seeds/<target> (inputs past SEED_CAP_KB, default 1024 KiB per target, are left out, largest
-# first, and the report says how many). Crashes land in artifacts/<target>/ as usual; a target
-# that crashed (a new file there) fails the campaign.
+# first, and the report says how many; inputs holding bytes of a file under ../shared/, grown
+# from the compiler fixture seed, are never kept: no_shared.py). Crashes land in
+# artifacts/<target>/ as usual; a target that crashed (a new file there) fails the campaign.
 #
 # The report (REPORT, default reports/campaign-<UTC date>.md) has, per target: executions,
 # executions per second, coverage (libFuzzer's `cov` edges and `ft` features), corpus sizes,
@@ -96,6 +97,8 @@ for t in "${targets[@]}"; do
   # Merge seeds and working corpus into a fresh, minimized set.
   fresh=$(mktemp -d)
   "$bin/$t" -merge=1 -rss_limit_mb=2560 "$fresh" "seeds/$t" "corpus/$t" > "$logs/$t.merge.log" 2>&1 || true
+  # Nothing copied from ../shared/ is committed: inputs grown from the compiler fixture go.
+  python3 no_shared.py "$fresh" > "$logs/$t.no_shared.log"
   left_out=0
   if [[ -n "$(ls -A "$fresh")" ]]; then
     # Keep the smallest inputs up to the cap.
