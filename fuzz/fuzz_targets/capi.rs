@@ -231,8 +231,8 @@ struct Input {
 #[derive(Default)]
 struct World {
     models: Vec<*mut c_void>,
-    tensors: Vec<(*mut c_void, bool)>,
-    sets: Vec<(*mut c_void, bool)>,
+    tensors: Vec<*mut c_void>,
+    sets: Vec<*mut c_void>,
     seqs: Vec<u64>,
     /// Buffers attached to tensors or handed to queued reads and writes: freed only after
     /// the closing `nrt_close` has finished all work.
@@ -250,12 +250,10 @@ fn pick(list: &[*mut c_void], s: Sel) -> *mut c_void {
 
 impl World {
     fn tensor(&self, s: Sel) -> *mut c_void {
-        let all: Vec<*mut c_void> = self.tensors.iter().map(|t| t.0).collect();
-        pick(&all, s)
+        pick(&self.tensors, s)
     }
     fn set(&self, s: Sel) -> *mut c_void {
-        let all: Vec<*mut c_void> = self.sets.iter().map(|t| t.0).collect();
-        pick(&all, s)
+        pick(&self.sets, s)
     }
     /// A buffer of `len` bytes (at most [`MAX_BUF`]) kept until the end.
     fn buffer(&mut self, len: usize, byte: u8) -> (*mut c_void, usize) {
@@ -372,14 +370,14 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
                 nrt_tensor_allocate(placement, vnc.into(), size, name(n).as_ptr(), &mut t)
             };
             if status(s) == 0 {
-                w.tensors.push((t, true));
+                w.tensors.push(t);
             }
         }
         Op::AllocEmpty { name: n } => {
             let mut t = null_mut();
             // SAFETY: as above.
             if status(unsafe { nrt_tensor_allocate_empty(name(n).as_ptr(), &mut t) }) == 0 {
-                w.tensors.push((t, true));
+                w.tensors.push(t);
             }
         }
         Op::Attach { t, size } => {
@@ -405,19 +403,13 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
                 )
             };
             if status(s) == 0 {
-                w.tensors.push((slice, true));
+                w.tensors.push(slice);
             }
         }
         Op::Free(t) => {
             let mut h = w.tensor(t);
             // SAFETY: `h` is a local the library may clear.
             unsafe { nrt_tensor_free(&mut h) };
-            if let Sel::Issued(i) = t {
-                if !w.tensors.is_empty() {
-                    let n = w.tensors.len();
-                    w.tensors[usize::from(i) % n].1 = false;
-                }
-            }
         }
         Op::Read {
             t,
@@ -482,7 +474,7 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
             let mut s = null_mut();
             // SAFETY: `s` writable.
             if status(unsafe { nrt_allocate_tensor_set(&mut s) }) == 0 {
-                w.sets.push((s, true));
+                w.sets.push(s);
             }
         }
         Op::SetAdd { s, name: n, t } => {
@@ -720,12 +712,12 @@ fuzz_target!(|input: Input| {
         // SAFETY: arrays from `nrt_get_model_tensor_info`, each freed once.
         let _ = unsafe { nrt_free_model_tensor_info(info) };
     }
-    for &(s, _) in &w.sets {
+    for &s in &w.sets {
         let mut h = s;
         // SAFETY: a local the library may clear.
         unsafe { nrt_destroy_tensor_set(&mut h) };
     }
-    for &(t, _) in &w.tensors {
+    for &t in &w.tensors {
         let mut h = t;
         // SAFETY: as above.
         unsafe { nrt_tensor_free(&mut h) };

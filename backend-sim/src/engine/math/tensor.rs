@@ -70,22 +70,22 @@ pub fn tensor_matmul(
                 let kh = TILE_K.min(k - k0);
                 let b = &rhs[k0 * n + n0..];
                 let accumulate = k0 > 0;
-                if mw == m {
-                    let a = &lhs_t[k0 * m..(k0 + kh) * m];
-                    if matmul_store_fast_any_nan(a, b, n, c, n, kh, mw, nw, accumulate) {
-                        continue;
+                // The kernels take the stationary operand `[kh][mw]` contiguous: in place when
+                // the block spans every column, copied otherwise.
+                let a: &[f32] = if mw == m {
+                    &lhs_t[k0 * m..(k0 + kh) * m]
+                } else {
+                    gathered.clear();
+                    for row in lhs_t[k0 * m..].chunks(m).take(kh) {
+                        gathered.extend_from_slice(&row[m0..m0 + mw]);
                     }
-                }
-                // The other kernels take the stationary operand contiguous, `[kh][mw]`.
-                gathered.clear();
-                for row in lhs_t[k0 * m..].chunks(m).take(kh) {
-                    gathered.extend_from_slice(&row[m0..m0 + mw]);
-                }
-                if matmul_store_fast_any_nan(&gathered, b, n, c, n, kh, mw, nw, accumulate) {
+                    &gathered
+                };
+                if matmul_store_fast_any_nan(a, b, n, c, n, kh, mw, nw, accumulate) {
                     continue;
                 }
                 product.resize(mw * nw, 0.0);
-                matmul_stationary_any_nan(&gathered, b, n, &mut product, kh, mw, nw);
+                matmul_stationary_any_nan(a, b, n, &mut product, kh, mw, nw);
                 for (row, cells) in product.chunks_exact(nw).zip(c.chunks_mut(n)) {
                     for (x, &p) in cells.iter_mut().zip(row) {
                         *x = if accumulate { *x + p } else { p };
