@@ -57,6 +57,19 @@ pub trait Platform {
     fn heavy_barrier(&self) -> Option<HeavyBarrier> {
         None
     }
+
+    /// Whether the host's heap refused an allocation since the last call; the call clears the
+    /// record. Rust's collections abort on a refused allocation, so a host that must survive
+    /// one (firmware with a fixed heap) serves it from an emergency reserve instead and
+    /// records it here. `load` asks once before it starts (discarding an older record) and
+    /// after each of its stages (parse, I/O table, staging, publishing); a recorded failure
+    /// undoes what the load built and fails it with `NRT_RESOURCE`. The record is global to
+    /// the host: with several threads loading at once, a failure in one may fail another's
+    /// load too (never the reverse). The default (hosts whose allocation failures abort):
+    /// never.
+    fn take_heap_failure(&self) -> bool {
+        false
+    }
 }
 
 /// The runtime's host: where log records go, and the platform services it runs on.

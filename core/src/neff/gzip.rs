@@ -9,9 +9,6 @@ use miniz_oxide::{DataFormat, MZFlush, MZStatus};
 
 use crate::error::Result;
 
-/// Bytes of inflated output handed to the consumer at a time.
-pub(crate) const WINDOW: usize = 64 * 1024;
-
 const FTEXT_MASK: u8 = 0xE0;
 const FHCRC: u8 = 0x02;
 const FEXTRA: u8 = 0x04;
@@ -61,14 +58,19 @@ fn header_len(data: &[u8]) -> Result<usize> {
 }
 
 /// Inflates the gzip member at the start of `data`, handing the output to `sink` in chunks of
-/// at most [`WINDOW`] bytes. Bytes after the member must be zero (padding). Memory use is the
+/// at most `window` bytes (at least [`super::MIN_INFLATE_WINDOW`]). Bytes after the member must be zero (padding). Memory use is the
 /// decoder state plus one window, whatever the sizes involved.
 ///
 /// If `sink` fails, inflating continues (without the sink) to the end of the member, so that a
 /// corrupt stream is reported as such rather than as whatever its garbage output broke.
-pub(crate) fn inflate(data: &[u8], sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<u64> {
+pub(crate) fn inflate(
+    data: &[u8],
+    window: usize,
+    sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<u64> {
     let mut sink_error: Option<crate::Error> = None;
-    let total = inflate_checked(data, &mut |chunk| {
+    let window = window.max(super::MIN_INFLATE_WINDOW);
+    let total = inflate_checked(data, window, &mut |chunk| {
         if sink_error.is_none() {
             if let Err(e) = sink(chunk) {
                 sink_error = Some(e);
@@ -82,11 +84,15 @@ pub(crate) fn inflate(data: &[u8], sink: &mut dyn FnMut(&[u8]) -> Result<()>) ->
     }
 }
 
-fn inflate_checked(data: &[u8], sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<u64> {
+fn inflate_checked(
+    data: &[u8],
+    window_len: usize,
+    sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<u64> {
     let start = header_len(data)?;
     let mut input = data.get(start..).unwrap_or(&[]);
     let mut state: Box<InflateState> = InflateState::new_boxed(DataFormat::Raw);
-    let mut window: Vec<u8> = alloc::vec![0u8; WINDOW];
+    let mut window: Vec<u8> = alloc::vec![0u8; window_len];
     let mut crc = crc32fast::Hasher::new();
     let mut total: u64 = 0;
     loop {

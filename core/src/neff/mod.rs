@@ -97,7 +97,18 @@ pub struct ParseOptions<'a> {
     pub max_members: usize,
     /// Check the header hash (`NEURON_RT_VALIDATE_HASH`).
     pub validate_hash: bool,
+    /// Bytes of the output window a gzipped payload is inflated through (heap, for the
+    /// parse's duration; values below [`MIN_INFLATE_WINDOW`] count as that). The default,
+    /// [`DEFAULT_INFLATE_WINDOW`], hands the tar reader large chunks; firmware sets it small.
+    /// It bounds only the output buffer: the decoder's own state (its 32 KiB dictionary and
+    /// tables) is allocated besides.
+    pub inflate_window: usize,
 }
+
+/// The default [`ParseOptions::inflate_window`].
+pub const DEFAULT_INFLATE_WINDOW: usize = 64 * 1024;
+/// The smallest [`ParseOptions::inflate_window`].
+pub const MIN_INFLATE_WINDOW: usize = 256;
 
 impl Default for ParseOptions<'_> {
     fn default() -> Self {
@@ -107,6 +118,7 @@ impl Default for ParseOptions<'_> {
             max_kept_bytes: 256 << 20,
             max_members: 100_000,
             validate_hash: false,
+            inflate_window: DEFAULT_INFLATE_WINDOW,
         }
     }
 }
@@ -372,7 +384,7 @@ pub fn parse(file: &[u8], options: &ParseOptions<'_>) -> Result<Neff> {
 
     match payload.first() {
         Some(0x1f) => {
-            gzip::inflate(payload, &mut |chunk| {
+            gzip::inflate(payload, options.inflate_window, &mut |chunk| {
                 reader.feed(chunk, &mut decide, &mut done)
             })?;
         }

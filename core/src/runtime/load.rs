@@ -21,6 +21,8 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
     /// models), stage, publish. Every failure after staging began unstages everything.
     pub fn load(&self, neff_bytes: &[u8], lnc: i32, lnc_count: i32) -> Result<ModelHandle> {
         self.guard()?;
+        // A refusal recorded before this load is not this load's.
+        let _ = self.host.platform().take_heap_failure();
         let validate_hash = self.with_session(|s| s.config.validate_hash)?;
         let options = if self.driver.stages_subgraph_files() {
             // Every member: the backend stages what it needs from the subgraph's files
@@ -30,6 +32,7 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 max_member_size: KEPT_LIMIT,
                 max_kept_bytes: KEPT_LIMIT,
                 validate_hash,
+                inflate_window: self.options.inflate_window,
                 ..Default::default()
             }
         } else {
@@ -39,10 +42,12 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 max_member_size: KEPT_LIMIT,
                 max_kept_bytes: KEPT_LIMIT,
                 validate_hash,
+                inflate_window: self.options.inflate_window,
                 ..Default::default()
             }
         };
         let neff = neff::parse(neff_bytes, &options).map_err(|e| self.fail(e))?;
+        self.heap_check("parsing")?;
         for w in &neff.warnings {
             self.log(Level::Warning, format_args!("{}: {w}", neff.name()));
         }
@@ -60,11 +65,21 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
             self.resolve_lnc(lnc.into())?
         };
         let io = neff.io_table().map_err(|e| self.fail(e))?;
+        self.heap_check("reading the I/O tensors of")?;
         let staged = self.stage(&neff, abs, &io)?;
+        if let Err(e) = self.heap_check("staging") {
+            self.unstage_all(&staged);
+            return Err(e);
+        }
         let plumbing = staged.iter().any(|s| s.plumbing);
         let model = Model::new(String::from(neff.name()), abs, io, staged.clone());
         match self.register_model(model) {
             Ok(h) => {
+                if let Err(e) = self.heap_check("publishing") {
+                    // Unloading unstages the subgraphs and frees the record.
+                    let _ = self.unload(h);
+                    return Err(e);
+                }
                 if plumbing {
                     self.log(
                         Level::Warning,
@@ -96,6 +111,18 @@ impl<D: Driver + Sync, H: Host + Sync> Runtime<D, H> {
                 Err(e)
             }
         }
+    }
+
+    /// `NRT_RESOURCE` when the host recorded a refused heap allocation during the load stage
+    /// `what` ([`Platform::take_heap_failure`](crate::host::Platform::take_heap_failure)).
+    fn heap_check(&self, what: &str) -> Result<()> {
+        if self.host.platform().take_heap_failure() {
+            return Err(self.fail(err!(
+                Resource,
+                "Host heap exhausted while {what} the NEFF: the load is undone"
+            )));
+        }
+        Ok(())
     }
 
     /// The visible logical core with the fewest models (the lowest on a tie).

@@ -173,6 +173,11 @@ pub struct RuntimeOptions {
     /// can test "the guard would pass" with one load from a static. It does not follow forks
     /// by itself: its owner closes it in a fork-child handler of its own.
     pub ready_mirror: Option<ReadyMirror>,
+    /// The NEFF parser's decompression window for gzipped NEFFs, in bytes
+    /// ([`crate::neff::ParseOptions::inflate_window`]; without `alloc` unused): the heap a load
+    /// of a gzipped NEFF takes for it. Firmware sets it small (1 KiB costs nothing in speed
+    /// on small models); the default is [`crate::neff::DEFAULT_INFLATE_WINDOW`] (64 KiB).
+    pub inflate_window: usize,
 }
 
 /// The word of [`RuntimeOptions::ready_mirror`] (compared by address).
@@ -198,6 +203,7 @@ impl Default for RuntimeOptions {
             max_models: Self::DEFAULT_MAX_MODELS,
             unload_warn_every: 100_000,
             ready_mirror: None,
+            inflate_window: 64 * 1024,
         }
     }
 }
