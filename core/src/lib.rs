@@ -71,7 +71,8 @@ pub mod registry;
 pub mod runtime;
 pub mod state;
 pub mod status;
-#[cfg(feature = "alloc")]
+// Without `alloc` only the lifecycle's lock and atomics use it.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code, unused_imports))]
 mod sync;
 #[cfg(feature = "alloc")]
 pub mod tensor;

@@ -1,8 +1,8 @@
 //! The model record the registry holds.
 
+use crate::sync::{AtomicU32, Ordering};
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::driver::StagedModel;
 use crate::io::IoTable;

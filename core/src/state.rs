@@ -1,6 +1,6 @@
 //! The four-state lifecycle word (`NRT_INIT_STATE`) and the guard every public entry runs.
 
-use core::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::{AtomicU8, Ordering};
 
 use crate::error::Result;
 
@@ -59,7 +59,14 @@ pub struct StateCell(AtomicU8);
 
 impl StateCell {
     /// A cell in [`InitState::Start`].
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
+        Self(AtomicU8::new(InitState::Start as u8))
+    }
+
+    /// A cell in [`InitState::Start`] (loom's atomics have no `const` constructor).
+    #[cfg(loom)]
+    pub fn new() -> Self {
         Self(AtomicU8::new(InitState::Start as u8))
     }
 

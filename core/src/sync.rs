@@ -4,13 +4,15 @@
 #[cfg(loom)]
 pub(crate) use core::sync::atomic::compiler_fence;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence,
+};
 
 #[cfg(all(not(loom), target_has_atomic = "64"))]
 pub(crate) use core::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{
-    AtomicPtr, AtomicU32, AtomicUsize, Ordering, compiler_fence, fence,
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering, compiler_fence, fence,
 };
 #[cfg(all(loom, target_has_atomic = "64"))]
 pub(crate) use loom::sync::atomic::AtomicU64;
@@ -61,5 +63,30 @@ impl<T> UnsafeCell<T> {
     #[inline]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())
+    }
+}
+
+/// The lock of the lifecycle, the async queues and the unstage retry list: `spin`'s mutex, or
+/// under loom a wrapper of loom's (same `lock()` signature, poisoning ignored: a panicking
+/// model-check thread fails the test anyway).
+#[cfg(not(loom))]
+pub(crate) type Mutex<T> = spin::Mutex<T>;
+
+/// The lock of the lifecycle, the async queues and the unstage retry list: `spin`'s mutex, or
+/// under loom a wrapper of loom's (same `lock()` signature, poisoning ignored: a panicking
+/// model-check thread fails the test anyway).
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+#[cfg(loom)]
+impl<T> Mutex<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Self(loom::sync::Mutex::new(v))
+    }
+    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -87,6 +87,11 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         let Some(state) = state.as_mut() else {
             return Err(self.fail(err!(Closed, "NRT already closed")));
         };
+        // Checked under the queue lock: `close` leaves INIT before it takes this lock to drain,
+        // so a request either is queued before that drain (and runs) or is refused here.
+        if !self.is_ready() {
+            return Err(self.refused_at_commit());
+        }
         let Some(q) = pick(state, lnc).and_then(|qi| state.queues.get_mut(qi)) else {
             return Err(self.fail(err!(Invalid, "No async queue for Neuron Core {lnc}")));
         };

@@ -399,7 +399,15 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         // CLOSED before the heavy teardown: concurrent entries see a deterministic non-INIT.
         self.set_state(InitState::Closed);
         #[cfg(feature = "alloc")]
-        self.drain_all_async();
+        {
+            // A registration that passed its guard before CLOSED finishes before the sweep
+            // (see `register_model`); one that starts now sees CLOSED.
+            crate::sync::fence(Ordering::SeqCst);
+            while self.registering.load(Ordering::SeqCst) > 0 {
+                self.host.platform().relax();
+            }
+            self.drain_all_async();
+        }
         self.unload_all_models();
         #[cfg(feature = "alloc")]
         {

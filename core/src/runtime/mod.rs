@@ -7,8 +7,8 @@
 //! execute fork), `queues.rs` (the async queues' data) and `async_exec.rs` (the implicit-async
 //! mode and the explicit `nrta` API).
 
+use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use crate::config::{Config, LogLevel};
 use crate::driver::{CoreInitParams, DeviceInfo, Driver};
@@ -182,7 +182,7 @@ pub struct RuntimeOptions {
 
 /// The word of [`RuntimeOptions::ready_mirror`] (compared by address).
 #[derive(Clone, Copy, Debug)]
-pub struct ReadyMirror(pub &'static AtomicU32);
+pub struct ReadyMirror(pub &'static core::sync::atomic::AtomicU32);
 
 impl PartialEq for ReadyMirror {
     fn eq(&self, other: &Self) -> bool {
@@ -224,7 +224,7 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     /// INIT, [`NOT_READY`] otherwise. The guard passes when it equals the host's current fork
     /// generation, which folds "INIT" and "not in a forked child" into one comparison.
     ready_gate: AtomicU32,
-    session: spin::Mutex<Option<Session>>,
+    session: Mutex<Option<Session>>,
     /// Session values the execute path reads without the lifecycle lock.
     published: Published,
     options: RuntimeOptions,
@@ -232,10 +232,14 @@ pub struct Runtime<D: Driver, H: Host = NoHost> {
     models: crate::registry::Registry<crate::model::Model>,
     /// Staged subgraphs whose unstage failed; `close` retries them so nothing stays staged.
     #[cfg(feature = "alloc")]
-    unstage_retry: spin::Mutex<alloc::vec::Vec<crate::driver::StagedModel>>,
+    unstage_retry: Mutex<alloc::vec::Vec<crate::driver::StagedModel>>,
     /// Async queues, present while INIT.
     #[cfg(feature = "alloc")]
-    async_state: spin::Mutex<Option<queues::AsyncState>>,
+    async_state: Mutex<Option<queues::AsyncState>>,
+    /// Model registrations past their announcement (see [`Runtime::register_model`]): `close`
+    /// waits for none before it sweeps the registry.
+    #[cfg(feature = "alloc")]
+    registering: AtomicU32,
     /// The event observer (profilers, system traces).
     #[cfg(feature = "alloc")]
     events: crate::events::EventSeam,
@@ -298,15 +302,17 @@ impl<D: Driver, H: Host> Runtime<D, H> {
             fork_handlers_registered: AtomicBool::new(false),
             fork_generation_at_registration: AtomicU32::new(0),
             ready_gate: AtomicU32::new(NOT_READY),
-            session: spin::Mutex::new(None),
+            session: Mutex::new(None),
             published: Published::default(),
             options,
             #[cfg(feature = "alloc")]
             models,
             #[cfg(feature = "alloc")]
-            unstage_retry: spin::Mutex::new(alloc::vec::Vec::new()),
+            unstage_retry: Mutex::new(alloc::vec::Vec::new()),
             #[cfg(feature = "alloc")]
-            async_state: spin::Mutex::new(None),
+            async_state: Mutex::new(None),
+            #[cfg(feature = "alloc")]
+            registering: AtomicU32::new(0),
             #[cfg(feature = "alloc")]
             events: crate::events::EventSeam::new(),
         }
@@ -379,8 +385,9 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// before the state changes, entering INIT opens it after, so the gate never passes
     /// where the state word would not.
     pub(crate) fn set_state(&self, s: InitState) {
+        // Sequentially consistent: `register_model` and `close` pair a store and a load of it.
         let gate = |v: u32| {
-            self.ready_gate.store(v, Ordering::Release);
+            self.ready_gate.store(v, Ordering::SeqCst);
             if let Some(ReadyMirror(mirror)) = self.options.ready_mirror {
                 mirror.store(u32::from(v != NOT_READY), Ordering::Release);
             }
@@ -419,6 +426,17 @@ impl<D: Driver, H: Host> Runtime<D, H> {
         self.fork_handlers_registered.load(Ordering::Acquire)
             && self.host.platform().fork_generation()
                 != self.fork_generation_at_registration.load(Ordering::Acquire)
+    }
+
+    /// The error of a call that passed the guard but finds the runtime no longer INIT at its
+    /// commit point (a `close` began meanwhile): the guard's error now, or CLOSED.
+    #[cfg(feature = "alloc")]
+    #[cold]
+    fn refused_at_commit(&self) -> Error {
+        match self.guard_slow() {
+            Err(e) => e,
+            Ok(()) => self.fail(err!(Closed, "NRT already closed")),
+        }
     }
 
     #[cold]

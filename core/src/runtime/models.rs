@@ -13,6 +13,7 @@ use crate::io::{TensorInfo, TensorUsage};
 use crate::model::{MODEL_STATE_READY, Model};
 use crate::registry::{Handle, InsertError, Ref};
 use crate::status::NrtStatus;
+use crate::sync::{Ordering, fence};
 
 /// A model handle: the registry slot and the model's id. The id is unique within a runtime
 /// (monotone, never reused), so a stale or forged handle never resolves.
@@ -63,8 +64,28 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// Publishes a loaded model under a fresh id: the load pipeline's last step. Fails with
     /// `NRT_RESOURCE` when the registry is full (capacity [`super::RuntimeOptions::max_models`])
     /// or the id space is used up; nothing is allocated here.
+    ///
+    /// A registration is announced before its guard, and `close` leaves INIT before it waits
+    /// for announced registrations to finish and sweeps the registry (a store, a sequentially
+    /// consistent fence and a load on each side): so a model registered concurrently with `close`
+    /// is either refused here (the guard's status) or unloaded by the sweep, never left behind.
     pub fn register_model(&self, model: Model) -> Result<ModelHandle> {
-        self.guard()?;
+        self.registering.fetch_add(1, Ordering::SeqCst);
+        // The fences make the store-load pairs a Dekker handshake (SeqCst accesses alone are
+        // enough in the C++ model, but fences are what loom checks).
+        fence(Ordering::SeqCst);
+        let ready =
+            self.ready_gate.load(Ordering::SeqCst) == self.host.platform().fork_generation();
+        let r = if ready {
+            self.insert_model(model)
+        } else {
+            Err(self.refused_at_commit())
+        };
+        self.registering.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    fn insert_model(&self, model: Model) -> Result<ModelHandle> {
         self.models.insert(model).map_err(|e| {
             self.fail(match e {
                 InsertError::Full => err!(
