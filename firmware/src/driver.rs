@@ -162,7 +162,7 @@ impl FwDriver {
                 chip: OnChip::new(),
                 blocks: heapless::Vec::new(),
                 staged: heapless::Vec::new(),
-                next_handle: 1,
+                next_handle: 0,
             }),
         }
     }
@@ -289,8 +289,10 @@ impl Driver for FwDriver {
             }
             return Err(e);
         }
-        let handle = s.next_handle;
+        // Handles start at 1; the counter starts at 0 so that the driver's static is all
+        // zero (in `.bss`, not copied from flash into `.data`).
         s.next_handle += 1;
+        let handle = s.next_handle;
         if s.staged
             .push(Staged {
                 handle,
