@@ -21,6 +21,8 @@ MAX_RESERVE_PLAIN=4096     # reserve used when each allocation of a plain load i
 MAX_CORE_FLASH_ALLOC=150000  # nrt-core + its dependencies, text + rodata, in the example
 MAX_CORE_FLASH_LITE=36000    # ... in the init/close binary (no alloc)
 MAX_CORE_RAM=1024            # nrt-core's own static RAM (.data + .bss) in either binary
+MAX_STACK=40960              # stack high-water mark of the example (short-messages on)
+MAX_STACK_LITE=24576         # ... of the init/close binary
 
 step() { printf '\n-- %s\n' "$*"; }
 
@@ -118,6 +120,8 @@ for t in "${TARGETS[@]}"; do
   within "peak heap, load (gzip NEFF)" "$(value "$L" 'INFO fw: gzip NEFF: outputs match; peak heap load=')" "$MAX_PEAK_LOAD_GZIP"
   within "smallest heap" "$(value "$L" 'INFO fw: smallest heap=')" "$MAX_SMALLEST_HEAP"
   within "reserve used, plain load refusals" "$(value "$L" 'INFO fw: reserve peak plain=')" "$MAX_RESERVE_PLAIN"
+  within "stack peak" "$(value "$L" 'INFO fw: stack peak=')" "$MAX_STACK"
+  within "stack peak, init/close" "$(value "$RUN/$t-init-close/log.txt" 'INFO fw-lite: stack peak=')" "$MAX_STACK_LITE"
   grep "^INFO fw: \(refused\|reserve\|heap of\|start\)" "$L" | sed 's/^/  /'
 
   step "sizes $t"

@@ -5,8 +5,14 @@ use core::fmt::{self, Write};
 use crate::status::NrtStatus;
 
 /// Capacity of an error or log message, in bytes. Longer messages are truncated on a character
-/// boundary; nothing is allocated.
+/// boundary; nothing is allocated. Every [`Error`] (so every failed `Result` the runtime
+/// returns) and every log record formatted for `defmt` carries one: 512 bytes by default,
+/// 128 with the feature `short-messages` (firmware: less stack, see `docs/FIRMWARE.md`).
+#[cfg(not(feature = "short-messages"))]
 pub const MESSAGE_CAPACITY: usize = 512;
+/// Capacity of an error or log message, in bytes (reduced by the feature `short-messages`).
+#[cfg(feature = "short-messages")]
+pub const MESSAGE_CAPACITY: usize = 128;
 
 /// A bounded, truncating message buffer.
 #[derive(Clone, Default, PartialEq, Eq)]

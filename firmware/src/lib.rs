@@ -8,6 +8,7 @@
 //!   recorded failure the runtime reports as `NRT_RESOURCE` (see `docs/FIRMWARE.md`).
 //! * [`driver`] and [`interp`] (feature `alloc`): a `Driver` whose device memory is a static
 //!   arena and whose executions interpret the NEFF's simulator program on the target.
+//! * [`stack`]: the stack's high-water mark.
 #![no_std]
 
 #[cfg(feature = "alloc")]
@@ -26,6 +27,7 @@ pub mod heap;
 #[cfg(feature = "alloc")]
 pub mod interp;
 pub mod log;
+pub mod stack;
 
 /// Ends the QEMU run with `code` (0: every check passed).
 pub fn exit(code: i32) -> ! {

@@ -350,6 +350,7 @@ fn smallest_heap() -> usize {
 #[cfg_attr(target_arch = "arm", cortex_m_rt::entry)]
 #[cfg_attr(target_arch = "riscv32", riscv_rt::entry)]
 fn main() -> ! {
+    nrt_firmware::stack::paint();
     HEAP.init();
     defmt::info!(
         "fw: start heap={=usize} reserve={=usize}",
@@ -422,6 +423,7 @@ fn main() -> ! {
     defmt::info!("fw: re-init: init/close/init/load/execute/unload/close ok");
     let min = smallest_heap();
     defmt::info!("fw: smallest heap={=usize}", min);
+    defmt::info!("fw: stack peak={=usize}", nrt_firmware::stack::used());
     defmt::info!("fw: PASS");
     exit(0)
 }

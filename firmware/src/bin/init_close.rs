@@ -52,6 +52,7 @@ impl Driver for Lite {
 #[cfg_attr(target_arch = "arm", cortex_m_rt::entry)]
 #[cfg_attr(target_arch = "riscv32", riscv_rt::entry)]
 fn main() -> ! {
+    nrt_firmware::stack::paint();
     let rt = Runtime::new(Lite);
     check!(
         rt.init(FrameworkType::NoFw, "", "", &[("NEURON_RT_NUM_CORES", "1")])
@@ -80,6 +81,7 @@ fn main() -> ! {
         "fw-lite: FAIL init with 2 cores of 1"
     );
     defmt::info!("fw-lite: init/close/re-init ok");
+    defmt::info!("fw-lite: stack peak={=usize}", nrt_firmware::stack::used());
     defmt::info!("fw-lite: PASS");
     exit(0)
 }
