@@ -9,6 +9,10 @@ use miniz_oxide::{DataFormat, MZFlush, MZStatus};
 
 use crate::error::Result;
 
+/// The smallest [`ParseOptions::inflate_window`](super::ParseOptions::inflate_window): a
+/// smaller window counts as this.
+pub const MIN_INFLATE_WINDOW: usize = 256;
+
 const FTEXT_MASK: u8 = 0xE0;
 const FHCRC: u8 = 0x02;
 const FEXTRA: u8 = 0x04;
@@ -58,8 +62,9 @@ fn header_len(data: &[u8]) -> Result<usize> {
 }
 
 /// Inflates the gzip member at the start of `data`, handing the output to `sink` in chunks of
-/// at most `window` bytes (at least [`super::MIN_INFLATE_WINDOW`]). Bytes after the member must be zero (padding). Memory use is the
-/// decoder state plus one window, whatever the sizes involved.
+/// at most `window` bytes (at least [`MIN_INFLATE_WINDOW`]). Bytes after the member must be
+/// zero (padding). Memory use is the decoder state plus one window, whatever the sizes
+/// involved.
 ///
 /// If `sink` fails, inflating continues (without the sink) to the end of the member, so that a
 /// corrupt stream is reported as such rather than as whatever its garbage output broke.
@@ -69,7 +74,7 @@ pub(crate) fn inflate(
     sink: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<u64> {
     let mut sink_error: Option<crate::Error> = None;
-    let window = window.max(super::MIN_INFLATE_WINDOW);
+    let window = window.max(MIN_INFLATE_WINDOW);
     let total = inflate_checked(data, window, &mut |chunk| {
         if sink_error.is_none() {
             if let Err(e) = sink(chunk) {

@@ -107,8 +107,7 @@ pub struct ParseOptions<'a> {
 
 /// The default [`ParseOptions::inflate_window`].
 pub const DEFAULT_INFLATE_WINDOW: usize = 64 * 1024;
-/// The smallest [`ParseOptions::inflate_window`].
-pub const MIN_INFLATE_WINDOW: usize = 256;
+pub use gzip::MIN_INFLATE_WINDOW;
 
 impl Default for ParseOptions<'_> {
     fn default() -> Self {
