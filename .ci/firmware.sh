@@ -42,8 +42,8 @@ LLVM="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/
 step "fmt and build (release, both targets, both binaries)"
 (cd "$FW" && cargo fmt -- --check)
 for t in "${TARGETS[@]}"; do
-  (cd "$FW" && cargo build -q --release --locked --target "$t" --bin example)
-  (cd "$FW" && cargo build -q --release --locked --target "$t" --no-default-features --features lite --bin init-close)
+  (cd "$FW" && cargo build -q --release --target "$t" --bin example)
+  (cd "$FW" && cargo build -q --release --target "$t" --no-default-features --features lite --bin init-close)
 done
 
 RUN="$FW/target/qemu-run"
