@@ -39,8 +39,10 @@ if ! command -v qemu-system-arm > /dev/null || ! command -v qemu-system-riscv32 
 fi
 LLVM="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
 
-step "fmt and build (release, both targets, both binaries)"
+step "fmt, clippy and build (release, both targets, both binaries)"
 (cd "$FW" && cargo fmt -- --check)
+(cd "$FW" && cargo clippy -q --release --target thumbv7em-none-eabihf --bin example -- -D warnings)
+(cd "$FW" && cargo clippy -q --release --target thumbv7em-none-eabihf --no-default-features --features lite --bin init-close -- -D warnings)
 for t in "${TARGETS[@]}"; do
   (cd "$FW" && cargo build -q --release --target "$t" --bin example)
   (cd "$FW" && cargo build -q --release --target "$t" --no-default-features --features lite --bin init-close)

@@ -107,9 +107,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     writeln!(
         rs,
-        "pub static DATA: [([(&str, &[u8]); {}], &[u8]); SETS] = [",
+        "pub type Set = ([(&'static str, &'static [u8]); {}], &'static [u8]);",
         shapes.len()
     )?;
+    writeln!(rs, "pub static DATA: [Set; SETS] = [")?;
     for set in 0..SETS {
         let inputs: Vec<(&str, Vec<u8>)> = shapes
             .iter()

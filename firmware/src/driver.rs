@@ -124,7 +124,11 @@ impl State {
         len: u64,
     ) -> Result<core::ops::Range<usize>, FwError> {
         let bad = fail(ErrorKind::InvalidArgument, "device access out of bounds");
-        let at = b.addr.checked_sub(BASE).ok_or(bad)? as usize;
+        let at = b
+            .addr
+            .checked_sub(BASE)
+            .and_then(|a| usize::try_from(a).ok());
+        let at = at.ok_or(bad)?;
         let &(_, size) = self.blocks.iter().find(|&&(o, _)| o == at).ok_or(bad)?;
         let end = offset.checked_add(len).ok_or(bad)?;
         if b.device != 0 || end > size as u64 || end > b.size {
@@ -335,11 +339,14 @@ impl Driver for FwDriver {
 
     fn free_device(&self, buffer: DeviceBuffer) -> Result<(), FwError> {
         let mut s = self.state.lock();
-        let at = buffer.addr.checked_sub(BASE).ok_or(fail(
+        let at = buffer
+            .addr
+            .checked_sub(BASE)
+            .and_then(|a| usize::try_from(a).ok());
+        s.free(at.ok_or(fail(
             ErrorKind::InvalidArgument,
             "no such device allocation",
-        ))?;
-        s.free(at as usize)
+        ))?)
     }
 
     fn write_device(&self, buffer: DeviceBuffer, offset: u64, data: &[u8]) -> Result<(), FwError> {
@@ -417,12 +424,17 @@ impl Driver for FwDriver {
                             request.inputs
                         };
                         let b = list.iter().find(|b| b.index == index).ok_or(bad)?;
-                        let at = b.buffer.addr.checked_sub(BASE).ok_or(bad)?;
-                        let start = at.checked_add(b.offset).ok_or(bad)? as usize;
-                        let len = b.size as usize;
-                        if start + len > ARENA_BYTES {
+                        let end = b
+                            .buffer
+                            .addr
+                            .checked_sub(BASE)
+                            .and_then(|a| a.checked_add(b.offset));
+                        let end = end.and_then(|a| a.checked_add(b.size)).ok_or(bad)?;
+                        if end > ARENA_BYTES as u64 {
                             return Err(bad);
                         }
+                        // Both fit the arena (checked above), so in usize.
+                        let (start, len) = ((end - b.size) as usize, b.size as usize);
                         if output {
                             s.arena.get_mut(start..start + len).ok_or(bad)?.fill(0);
                         }

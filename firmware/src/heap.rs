@@ -110,7 +110,9 @@ impl CountingHeap {
     /// the region or every trial heap was used. The previous heap is never used again.
     pub fn use_trial_heap(&self, size: usize) -> bool {
         let next = self.current.load(Ordering::Relaxed) + 1;
-        if self.live.load(Ordering::Relaxed) != 0 || size > MAIN_BYTES || size < 64 || next >= HEAPS
+        if self.live.load(Ordering::Relaxed) != 0
+            || !(64..=MAIN_BYTES).contains(&size)
+            || next >= HEAPS
         {
             return false;
         }

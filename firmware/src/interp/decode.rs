@@ -345,11 +345,13 @@ fn overlaps(a: &Ap, b: &Ap) -> bool {
 impl Program {
     fn check_descs(&self) -> R<()> {
         for d in &self.descs {
-            let ok = match (d.src, d.dst) {
-                (End::Hbm { .. }, End::Sbuf { .. }) | (End::Sbuf { .. }, End::Hbm { .. }) => true,
-                (End::Sbuf { .. } | End::Psum { .. }, End::Sbuf { .. }) => true,
-                _ => false,
-            };
+            // HBM→SBUF, SBUF→HBM, SBUF→SBUF, PSUM→SBUF.
+            let ok = matches!(
+                (d.src, d.dst),
+                (End::Hbm { .. }, End::Sbuf { .. })
+                    | (End::Sbuf { .. }, End::Hbm { .. })
+                    | (End::Sbuf { .. } | End::Psum { .. }, End::Sbuf { .. })
+            );
             if !ok || d.len == 0 {
                 return Err(Refusal::Invalid);
             }
