@@ -5,16 +5,24 @@
 #![allow(unsafe_code)]
 
 /// Exclusive reader rows: threads holding [`ReaderId::exclusive`] indices below this count
-/// their references without atomic read-modify-writes.
-#[cfg(not(loom))]
+/// their references without atomic read-modify-writes. Each row costs one 64-byte counter
+/// line per 16 slots of every registry chunk.
+#[cfg(not(any(loom, feature = "compact-registry")))]
 pub const EXCLUSIVE_ROWS: usize = 32;
+/// Exclusive reader rows (none with the feature `compact-registry`: every reader shares the
+/// one row, which is correct for any number of threads and right for a single-threaded host).
+#[cfg(all(not(loom), feature = "compact-registry"))]
+pub const EXCLUSIVE_ROWS: usize = 0;
 /// Exclusive reader rows (reduced under loom to keep the state space small).
 #[cfg(loom)]
 pub const EXCLUSIVE_ROWS: usize = 2;
 
 /// Shared reader rows, for every other thread.
-#[cfg(not(loom))]
+#[cfg(not(any(loom, feature = "compact-registry")))]
 pub const SHARED_ROWS: usize = 8;
+/// Shared reader rows (one with the feature `compact-registry`).
+#[cfg(all(not(loom), feature = "compact-registry"))]
+pub const SHARED_ROWS: usize = 1;
 /// Shared reader rows (reduced under loom).
 #[cfg(loom)]
 pub const SHARED_ROWS: usize = 1;
@@ -30,6 +38,8 @@ impl ReaderId {
     /// A row shared with other threads: any value is correct (it is reduced modulo the number
     /// of shared rows); distinct values for concurrently running threads avoid contention.
     #[inline]
+    // With the feature `compact-registry` there is one shared row (`% 1`).
+    #[allow(clippy::modulo_one)]
     pub const fn shared(hint: usize) -> Self {
         Self {
             row: EXCLUSIVE_ROWS + hint % SHARED_ROWS,
@@ -45,6 +55,8 @@ impl ReaderId {
     /// (with any registry). The registry then updates that row's counters with plain loads and
     /// stores; a second thread on the same row would lose updates and could free a value early.
     #[inline]
+    // With the feature `compact-registry` there is no exclusive row (the comparison is false).
+    #[allow(clippy::absurd_extreme_comparisons)]
     pub const unsafe fn exclusive(index: usize) -> Self {
         if index < EXCLUSIVE_ROWS {
             Self {
