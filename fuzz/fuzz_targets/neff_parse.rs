@@ -103,6 +103,8 @@ fn check_all(data: &[u8]) {
             max_kept_bytes: 16384,
             max_members: 64,
             validate_hash: false,
+            // The smallest window firmware may choose: back-references past it are refused.
+            inflate_window: nrt_core::neff::MIN_INFLATE_WINDOW,
         },
     );
 }
