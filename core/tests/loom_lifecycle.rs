@@ -243,6 +243,15 @@ fn runtime() -> Arc<Rt> {
     ))
 }
 
+/// Runs `f` on a new loom thread with a handle of the runtime.
+fn on_thread<R: 'static>(
+    rt: &Arc<Rt>,
+    f: impl FnOnce(&Rt) -> R + 'static,
+) -> thread::JoinHandle<R> {
+    let rt = Arc::clone(rt);
+    thread::spawn(move || f(&rt))
+}
+
 const VARS: [(&str, &str); 1] = [("NEURON_RT_NUM_CORES", "1")];
 
 fn init(rt: &Rt) -> nrt_core::Result<()> {
@@ -327,10 +336,7 @@ fn init_racing_a_guarded_call() {
                 Err(e) => assert_status(&e, &[UNINIT]),
             })
         };
-        let initer = {
-            let rt = Arc::clone(&rt);
-            thread::spawn(move || init(&rt).unwrap())
-        };
+        let initer = on_thread(&rt, move |rt| init(rt).unwrap());
         caller.join().unwrap();
         initer.join().unwrap();
         assert_eq!(rt.state(), InitState::Init);
@@ -346,10 +352,7 @@ fn two_inits_bring_up_once() {
     loom::model(|| {
         let rt = runtime();
         let initers: Vec<_> = (0..2)
-            .map(|_| {
-                let rt = Arc::clone(&rt);
-                thread::spawn(move || init(&rt).unwrap())
-            })
+            .map(|_| on_thread(&rt, move |rt| init(rt).unwrap()))
             .collect();
         for t in initers {
             t.join().unwrap();
@@ -369,10 +372,7 @@ fn init_racing_close() {
     loom::model(|| {
         let rt = runtime();
         init(&rt).unwrap();
-        let closer = {
-            let rt = Arc::clone(&rt);
-            thread::spawn(move || rt.close())
-        };
+        let closer = on_thread(&rt, move |rt| rt.close());
         let initer = {
             let rt = Arc::clone(&rt);
             thread::spawn(move || {
@@ -423,10 +423,7 @@ fn close_racing_load_and_execute() {
                 }
             })
         };
-        let closer = {
-            let rt = Arc::clone(&rt);
-            thread::spawn(move || rt.close())
-        };
+        let closer = on_thread(&rt, move |rt| rt.close());
         worker.join().unwrap();
         closer.join().unwrap();
         assert_eq!(rt.state(), InitState::Start);
@@ -441,6 +438,14 @@ fn count_completion(ctx: usize, _seq: u64, status: NrtStatus) {
     c.calls.fetch_add(1, Ordering::SeqCst);
     if status == NrtStatus::Success {
         c.succeeded.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A completion hook counting into `done` (which must outlive the requests).
+fn counting_hook(done: &Arc<Completions>) -> CompletionHook {
+    CompletionHook {
+        call: count_completion,
+        ctx: Arc::as_ptr(done) as usize,
     }
 }
 
@@ -468,10 +473,7 @@ fn schedule_racing_close() {
                     Ok(t) => t,
                     Err(e) => return assert_status(&e, &[CLOSED, UNINIT]),
                 };
-                let hook = CompletionHook {
-                    call: count_completion,
-                    ctx: Arc::as_ptr(&done) as usize,
-                };
+                let hook = counting_hook(&done);
                 match rt.execute_schedule(h, &ins, &outs, 0, Some(hook)) {
                     Ok(_) => {
                         accepted.fetch_add(1, Ordering::SeqCst);
@@ -482,10 +484,7 @@ fn schedule_racing_close() {
                 }
             })
         };
-        let closer = {
-            let rt = Arc::clone(&rt);
-            thread::spawn(move || rt.close())
-        };
+        let closer = on_thread(&rt, move |rt| rt.close());
         scheduler.join().unwrap();
         closer.join().unwrap();
         let accepted = accepted.load(Ordering::SeqCst);
@@ -508,10 +507,7 @@ fn schedule_racing_unload_and_a_worker() {
         let h = rt.load(&neff, 0, 1).unwrap();
         let done = Arc::new(Completions::default());
         let (ins, outs) = tensors(&rt, 3).unwrap();
-        let hook = CompletionHook {
-            call: count_completion,
-            ctx: Arc::as_ptr(&done) as usize,
-        };
+        let hook = counting_hook(&done);
         let accepted = match rt.execute_schedule(h, &ins, &outs, 0, Some(hook)) {
             Ok(_) => 1,
             Err(e) => panic!("{e}"),
@@ -522,10 +518,7 @@ fn schedule_racing_unload_and_a_worker() {
                 rt.process_async();
             })
         };
-        let unloader = {
-            let rt = Arc::clone(&rt);
-            thread::spawn(move || rt.unload(h).unwrap())
-        };
+        let unloader = on_thread(&rt, move |rt| rt.unload(h).unwrap());
         worker.join().unwrap();
         unloader.join().unwrap();
         assert_eq!(done.calls.load(Ordering::SeqCst), accepted);
@@ -552,10 +545,7 @@ fn drain_racing_a_worker() {
         let h = rt.load(&neff, 0, 1).unwrap();
         let done = Arc::new(Completions::default());
         let (ins, outs) = tensors(&rt, 4).unwrap();
-        let hook = CompletionHook {
-            call: count_completion,
-            ctx: Arc::as_ptr(&done) as usize,
-        };
+        let hook = counting_hook(&done);
         let first = rt.execute_schedule(h, &ins, &outs, 0, Some(hook)).unwrap();
         let second = rt.execute_schedule(h, &ins, &outs, 0, Some(hook)).unwrap();
         let worker = {
@@ -564,10 +554,7 @@ fn drain_racing_a_worker() {
                 rt.process_async();
             })
         };
-        let drainer = {
-            let rt = Arc::clone(&rt);
-            thread::spawn(move || rt.async_drain(0).unwrap())
-        };
+        let drainer = on_thread(&rt, move |rt| rt.async_drain(0).unwrap());
         worker.join().unwrap();
         drainer.join().unwrap();
         assert_eq!(done.calls.load(Ordering::SeqCst), 2);
