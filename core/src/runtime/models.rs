@@ -71,12 +71,10 @@ impl<D: Driver, H: Host> Runtime<D, H> {
     /// is either refused here (the guard's status) or unloaded by the sweep, never left behind.
     pub fn register_model(&self, model: Model) -> Result<ModelHandle> {
         self.registering.fetch_add(1, Ordering::SeqCst);
-        // The fences make the store-load pairs a Dekker handshake (SeqCst accesses alone are
-        // enough in the C++ model, but fences are what loom checks).
+        // With `close`'s fence after it closes the gate, this fence makes the two store-load
+        // pairs a Dekker handshake: the gate test below is the guard's own.
         fence(Ordering::SeqCst);
-        let ready =
-            self.ready_gate.load(Ordering::SeqCst) == self.host.platform().fork_generation();
-        let r = if ready {
+        let r = if self.is_ready() {
             self.insert_model(model)
         } else {
             Err(self.refused_at_commit())
