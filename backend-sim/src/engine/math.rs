@@ -14,7 +14,7 @@ mod matmul;
 mod tensor;
 
 pub(crate) use self::matmul::{matmul_stationary_any_nan, matmul_store_fast};
-pub use self::tensor::tensor_matmul;
+pub use self::tensor::{gemm_whole_depth, tensor_matmul};
 use super::isa::ActFunc;
 use super::nan::canon;
 

@@ -543,8 +543,19 @@ impl Hbm {
             let a = addr + done as u64;
             // One lock for the part of `out` in this run of pages.
             let span = (Self::run_left(a).min((out.len() - done) as u64)) as usize;
-            let map = read_lock(self.shard(a / HBM_PAGE_BYTES));
             let end = done + span;
+            let map = read_lock(self.shard(a / HBM_PAGE_BYTES));
+            // Pages never written read as zeros: when no page of the run is materialised,
+            // the lock is released before the fill (its release is a full fence, which would
+            // otherwise wait for every store of the fill to drain).
+            let first = a / HBM_PAGE_BYTES;
+            let last = (addr + end as u64 - 1) / HBM_PAGE_BYTES;
+            if (first..=last).all(|page| !map.contains_key(&page)) {
+                drop(map);
+                out[done..end].fill(0);
+                done = end;
+                continue;
+            }
             while done < end {
                 let a = addr + done as u64;
                 let page = a / HBM_PAGE_BYTES;
@@ -671,6 +682,22 @@ mod tests {
         }
         h.free(a).unwrap();
         assert_eq!(h.resident_bytes(), 0);
+    }
+
+    /// A read over runs with no page (filled with zeros without the lock), a run with one
+    /// page and a run with none again, into a buffer holding other bytes.
+    #[test]
+    fn hbm_read_mixes_unwritten_runs_and_pages() {
+        let h = Hbm::new(1 << 30);
+        let a = h.alloc(64 << 20).unwrap();
+        let run = SHARD_RUN_PAGES * HBM_PAGE_BYTES;
+        h.write(a + run + 5 * HBM_PAGE_BYTES + 7, &[9; 3]).unwrap();
+        let mut buf = vec![0xFFu8; 3 * run as usize - 100];
+        h.read(a + 50, &mut buf).unwrap();
+        let at = (run + 5 * HBM_PAGE_BYTES + 7 - 50) as usize;
+        for (i, &x) in buf.iter().enumerate() {
+            assert_eq!(x, if (at..at + 3).contains(&i) { 9 } else { 0 }, "byte {i}");
+        }
     }
 
     #[test]

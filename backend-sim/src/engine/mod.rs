@@ -76,7 +76,7 @@ pub use isa::{
     Operand, Region, ScalarStep, SemCmp, Space, TOP8_FREE_RANGE, TermSlot, activate,
     partition_start_ok,
 };
-pub use math::{exp_f64, gelu_f64, tanh_f64, tensor_matmul};
+pub use math::{exp_f64, gelu_f64, gemm_whole_depth, tanh_f64, tensor_matmul};
 pub use memory::{
     DMA_ENGINES, DMA_QUEUES, HBM_PAGE_BYTES, Hbm, OnChip, PSUM_BANK_BYTES, PSUM_BANKS,
     PSUM_PARTITION_BYTES, PSUM_PARTITIONS, SBUF_PARTITION_BYTES, SBUF_PARTITIONS, SEMAPHORES,

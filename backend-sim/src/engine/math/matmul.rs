@@ -22,7 +22,7 @@ fn gemm_eligible(k: usize, m: usize, n: usize) -> bool {
 
 /// Whether this CPU executes fused multiply-adds in hardware, so the `gemm` crate's
 /// micro-kernels fuse (where it has none they multiply, then add: not the rule).
-fn cpu_has_fma() -> bool {
+pub(super) fn cpu_has_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2")

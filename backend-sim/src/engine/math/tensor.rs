@@ -3,7 +3,10 @@
 
 use nrt_core::{Error, err};
 
-use super::matmul::{canon_rows, matmul_stationary_any_nan, matmul_store_fast_any_nan};
+use super::fast::gemm;
+use super::matmul::{
+    canon_rows, cpu_has_fma, matmul_stationary_any_nan, matmul_store_fast_any_nan,
+};
 
 /// Partitions of one stationary tile: the contraction depth of one `MultiplyMoving`.
 const TILE_K: usize = 128;
@@ -37,25 +40,7 @@ pub fn tensor_matmul(
     k: usize,
     n: usize,
 ) -> Result<(), Error> {
-    if m == 0 || k == 0 || n == 0 {
-        return Err(err!(
-            Invalid,
-            "tensor_matmul: M = {m}, K = {k}, N = {n}: every dimension must be at least 1"
-        ));
-    }
-    for (what, len, rows, cols) in [
-        ("lhs_t", lhs_t.len(), k, m),
-        ("rhs", rhs.len(), k, n),
-        ("out", out.len(), m, n),
-    ] {
-        if rows.checked_mul(cols) != Some(len) {
-            return Err(err!(
-                Invalid,
-                "tensor_matmul: {what} holds {len} elements, its shape [{rows}, {cols}] needs {}",
-                rows.saturating_mul(cols)
-            ));
-        }
-    }
+    check_shapes("tensor_matmul", lhs_t, rhs, out, m, k, n)?;
     let mut gathered = Vec::new();
     let mut product = Vec::new();
     for m0 in (0..m).step_by(BLOCK) {
@@ -94,6 +79,65 @@ pub fn tensor_matmul(
             }
             // A NaN stays a NaN through every later addition: canonical once, at the end.
             canon_rows(c, n, mw, nw);
+        }
+    }
+    Ok(())
+}
+
+/// `out = lhs_tᵀ · rhs` as the `gemm` crate computes it in one call over the whole depth (its
+/// own K blocking: **not** TensorE's numerics, whose 128-deep K tiles [`tensor_matmul`]
+/// keeps). The engine benchmark prints its speed beside `tensor_matmul`'s: the ceiling the
+/// crate sets on this CPU. Shapes and errors as [`tensor_matmul`]'s; `NRT_FAILURE` where
+/// the crate's FMA micro-kernel would not compute it (a CPU without FMA, `K < 3`, `M` or `N`
+/// below 2).
+pub fn gemm_whole_depth(
+    lhs_t: &[f32],
+    rhs: &[f32],
+    out: &mut [f32],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<(), Error> {
+    check_shapes("gemm_whole_depth", lhs_t, rhs, out, m, k, n)?;
+    if !(cpu_has_fma() && k >= 3 && m >= 2 && n >= 2) {
+        return Err(err!(
+            Failure,
+            "gemm_whole_depth: the gemm crate's FMA micro-kernel does not compute a \
+             {m} x {k} x {n} product on this CPU"
+        ));
+    }
+    // The shapes were checked, so the crate's bounds hold.
+    gemm(lhs_t, rhs, n, out, k, m, n);
+    Ok(())
+}
+
+/// `NRT_INVALID` for a dimension of 0 or a slice whose length is not its shape's.
+fn check_shapes(
+    name: &str,
+    lhs_t: &[f32],
+    rhs: &[f32],
+    out: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<(), Error> {
+    if m == 0 || k == 0 || n == 0 {
+        return Err(err!(
+            Invalid,
+            "{name}: M = {m}, K = {k}, N = {n}: every dimension must be at least 1"
+        ));
+    }
+    for (what, len, rows, cols) in [
+        ("lhs_t", lhs_t.len(), k, m),
+        ("rhs", rhs.len(), k, n),
+        ("out", out.len(), m, n),
+    ] {
+        if rows.checked_mul(cols) != Some(len) {
+            return Err(err!(
+                Invalid,
+                "{name}: {what} holds {len} elements, its shape [{rows}, {cols}] needs {}",
+                rows.saturating_mul(cols)
+            ));
         }
     }
     Ok(())
