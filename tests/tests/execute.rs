@@ -380,6 +380,53 @@ fn explicit_and_least_loaded_core_choice() {
     );
 }
 
+/// `vnc_count` (the load's last argument) other than -1 or 1 is deprecated: the model loads on
+/// one logical core anyway, with a warning naming the value; -1 and 1 load without it.
+#[test]
+fn vnc_count_other_than_one_is_ignored_with_a_warning() {
+    let (rt, host, _m) = runtime(Instance::Trn2, &[("NEURON_RT_LOG_LEVEL", "WARNING")]);
+    for vnc in [-1, 1] {
+        let h = rt.load(&plumbing_matmul_neff(), 0, vnc).unwrap();
+        rt.unload(h).unwrap();
+    }
+    assert!(!host.contains(Level::Warning, "is deprecated and ignored"));
+    for vnc in [2, 0, -7] {
+        let h = rt.load(&plumbing_matmul_neff(), 1, vnc).unwrap();
+        assert_eq!(rt.model_lnc(h).unwrap(), 1, "vnc_count {vnc}");
+        assert!(
+            host.contains(
+                Level::Warning,
+                &format!("vnc_count {vnc} is deprecated and ignored: loading on one core")
+            ),
+            "vnc_count {vnc}"
+        );
+        rt.unload(h).unwrap();
+    }
+}
+
+/// `NEURON_RT_VALIDATE_HASH=1` at init makes `load` check the header hash: a NEFF whose hash
+/// does not match its payload is refused; without the variable the same bytes load.
+#[test]
+fn validate_hash_at_init_refuses_a_mismatched_neff() {
+    let mut neff = plumbing_matmul_neff();
+    neff[172] ^= 1;
+    let (rt, _host, machine) = runtime(Instance::Trn2, &[("NEURON_RT_VALIDATE_HASH", "1")]);
+    rt.load(&plumbing_matmul_neff(), 0, -1).unwrap();
+    let staged = machine.staged_models().len();
+    assert_err(
+        rt.load(&neff, 0, -1).map(|_| ()),
+        NrtStatus::Invalid,
+        "Invalid NEFF: the header hash does not match the payload (NEURON_RT_VALIDATE_HASH)",
+    );
+    assert_eq!(
+        machine.staged_models().len(),
+        staged,
+        "nothing staged by the refusal"
+    );
+    let (rt, _host, _m) = runtime(Instance::Trn2, &[]);
+    assert!(rt.load(&neff, 0, -1).is_ok());
+}
+
 #[test]
 fn failed_load_rolls_back_every_staged_subgraph() {
     let (rt, _host, machine) = runtime(Instance::Trn2, &[]);

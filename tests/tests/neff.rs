@@ -604,3 +604,104 @@ fn io_table_from_the_compiler_fixture() {
     assert_eq!(names, ["x", "y"]);
     assert_eq!(io.tensors(TensorUsage::Output)[0].size, 32768);
 }
+
+/// Header, payload and signature checks that the malformed-NEFF table above does not reach:
+/// major version 0, an lnc_size above 8, non-UTF-8 text fields, an empty payload, a NEFF
+/// without tensors, and a `neff.json` signature that names an unknown input or disagrees with
+/// its subgraph. Each gets its status and the parser's message.
+#[test]
+fn header_payload_and_signature_refusals() {
+    let good = neff_of(archive(KELF1, DEF, TM));
+    let mut cases: Vec<(&str, Vec<u8>, NrtStatus, &str)> = Vec::new();
+    let mut b = good.clone();
+    b[24..32].copy_from_slice(&0u64.to_le_bytes());
+    b[32..40].copy_from_slice(&7u64.to_le_bytes());
+    cases.push((
+        "major version 0",
+        b,
+        NrtStatus::UnsupportedNeffVersion,
+        "NEFF version mismatch supported: 2.0 received: 0.7",
+    ));
+    let mut b = good.clone();
+    b[552..556].copy_from_slice(&9u32.to_le_bytes());
+    cases.push((
+        "lnc_size 9",
+        b,
+        NrtStatus::Invalid,
+        "Invalid NEFF: lnc_size 9 is above 8",
+    ));
+    let mut b = good.clone();
+    b[220..223].copy_from_slice(&[b'a', 0xff, 0]);
+    cases.push((
+        "name not UTF-8",
+        b,
+        NrtStatus::Invalid,
+        "Invalid NEFF: the header's name is not UTF-8",
+    ));
+    let mut b = good.clone();
+    b[40..42].copy_from_slice(&[0xc3, 0x28]);
+    cases.push((
+        "build version not UTF-8",
+        b,
+        NrtStatus::Invalid,
+        "Invalid NEFF: the header's build version is not UTF-8",
+    ));
+    let mut empty = good[..1024].to_vec();
+    empty[16..24].copy_from_slice(&0u64.to_le_bytes());
+    cases.push((
+        "empty payload",
+        empty,
+        NrtStatus::Invalid,
+        "Invalid NEFF: the payload is empty",
+    ));
+    cases.push((
+        "no tensors",
+        neff_of(archive(KELF1, r#"{"var":{}}"#, "{}")),
+        NrtStatus::Invalid,
+        "Invalid NEFF: no input or output tensors",
+    ));
+    let with_signature = |sig: &str| {
+        let nj = format!(
+            r#"{{"metadata":{{"signatures":{{"default":{{"inputs":{sig},"outputs":{{}}}}}}}}}}"#
+        );
+        neff_of(
+            [
+                member("kelf-0.json", KELF1),
+                member("sg00/def.json", DEF),
+                member("sg00/tensor_map.json", TM),
+                member("neff.json", &nj),
+                end(),
+            ]
+            .concat(),
+        )
+    };
+    // The archive with an agreeing signature is valid: the refusals below are the signature's.
+    neff::parse(
+        &with_signature(r#"{"x":{"dtype":"float32","shape":[4]}}"#),
+        &ParseOptions::default(),
+    )
+    .expect("agreeing signature");
+    cases.push((
+        "signature names an unknown input",
+        with_signature(r#"{"z":{"dtype":"float32","shape":[4]}}"#),
+        NrtStatus::Invalid,
+        "Invalid NEFF: neff.json signature input \"z\" is not an input of any subgraph",
+    ));
+    cases.push((
+        "signature dtype disagrees",
+        with_signature(r#"{"x":{"dtype":"int32","shape":[4]}}"#),
+        NrtStatus::Invalid,
+        "Invalid NEFF: neff.json signature of input \"x\" disagrees with its subgraphs",
+    ));
+    cases.push((
+        "signature shape disagrees",
+        with_signature(r#"{"x":{"dtype":"float32","shape":[2,2]}}"#),
+        NrtStatus::Invalid,
+        "Invalid NEFF: neff.json signature of input \"x\" disagrees with its subgraphs",
+    ));
+    for (what, bytes, status, message) in cases {
+        let e = neff::parse(&bytes, &ParseOptions::default()).expect_err(what);
+        assert_eq!(e.status(), status, "{what}: {e}");
+        assert_eq!(e.message(), message, "{what}");
+    }
+}
