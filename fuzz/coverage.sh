@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Line coverage reached by fuzzing: each target (or the ones named) replays its committed
 # seeds (seeds/<target>) in a coverage build (`cargo fuzz coverage`), the profiles are merged,
-# and llvm-cov reports the lines of core/, backend-sim/ and bindings-c/ that the union of the
-# targets executes, per crate, per target, and the least-covered files.
+# and llvm-cov reports the lines of core/, backend-sim/, bindings-c/ and backend-linux/ that
+# the union of the targets executes, per crate, per target, and the least-covered files.
 #
 #   fuzz/coverage.sh [TARGET...]
+#
+# REUSE_PROFILES=1 keeps a target's profile from an earlier run (coverage/<target>/) instead of
+# replaying its seeds again, where the profile and the coverage build exist: to add a target to
+# the union without replaying the others.
 #
 # Writes REPORT (default reports/coverage-<UTC date>.md) and keeps the llvm-cov JSON summary
 # beside the profiles in coverage/ (git-ignored).
@@ -28,11 +32,17 @@ objects=()
 profiles=()
 for t in "${targets[@]}"; do
   test -d "seeds/$t" || { echo "seeds/$t is missing" >&2; exit 1; }
-  echo "== $t: replaying $(find "seeds/$t" -type f | wc -l) seeds in a coverage build"
-  cargo +nightly fuzz coverage "$t" "seeds/$t" -- -rss_limit_mb=2560 > "coverage/$t.log" 2>&1 \
-    || { tail -n 30 "coverage/$t.log"; exit 1; }
-  objects+=("target/$host/coverage/$host/release/$t")
-  profiles+=("coverage/$t/coverage.profdata")
+  object="target/$host/coverage/$host/release/$t"
+  profile="coverage/$t/coverage.profdata"
+  if [ "${REUSE_PROFILES:-0}" = 1 ] && [ -f "$profile" ] && [ -x "$object" ]; then
+    echo "== $t: reusing $profile"
+  else
+    echo "== $t: replaying $(find "seeds/$t" -type f | wc -l) seeds in a coverage build"
+    cargo +nightly fuzz coverage "$t" "seeds/$t" -- -rss_limit_mb=2560 > "coverage/$t.log" 2>&1 \
+      || { tail -n 30 "coverage/$t.log"; exit 1; }
+  fi
+  objects+=("$object")
+  profiles+=("$profile")
 done
 
 "$llvm_bin/llvm-profdata" merge -sparse "${profiles[@]}" -o coverage/all.profdata
@@ -51,7 +61,7 @@ python3 - "$report" "$stamp" "${targets[@]}" <<'PY'
 import json, os, sys
 report, stamp, targets = sys.argv[1], sys.argv[2], sys.argv[3:]
 root = os.path.abspath("..") + "/"
-crates = ["core/", "backend-sim/", "bindings-c/"]
+crates = ["core/", "backend-sim/", "bindings-c/", "backend-linux/"]
 
 def files(path):
     data = json.load(open(path))["data"][0]["files"]
