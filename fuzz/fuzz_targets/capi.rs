@@ -264,6 +264,68 @@ impl World {
     }
 }
 
+/// One element of `nrt_tensor_info_array_t` as `nrt/nrt.h` declares it (after the array's
+/// 8-byte count). Only the name, usage and size are read; the rest is layout.
+#[repr(C)]
+#[allow(dead_code)]
+struct TensorInfo {
+    name: [c_char; 256],
+    usage: u32,
+    size: usize,
+    dtype: u32,
+    shape: *mut u32,
+    ndim: u32,
+}
+
+/// After a load: the model's own input and output sets, built as a C program builds them from
+/// `nrt_get_model_tensor_info` (a device tensor per tensor, named and sized as the model says,
+/// inputs written), pushed as the newest sets and tensors. Without them an execute reaches the
+/// device only after about nine ops that happen to agree on names and sizes, which the seeds
+/// of the first campaigns never did (`fuzz/coverage.sh`: no execution reached the simulator).
+fn own_sets(w: &mut World, m: *mut c_void) {
+    let mut arr = null_mut();
+    // SAFETY: `arr` is writable.
+    if status(unsafe { nrt_get_model_tensor_info(m, &mut arr) }) != 0 || arr.is_null() {
+        return;
+    }
+    // SAFETY: the array starts with its element count (u64), then that many elements.
+    let count = unsafe { arr.cast::<u64>().read() } as usize;
+    let mut sets = [null_mut(); 2];
+    for s in &mut sets {
+        // SAFETY: `s` is writable.
+        if status(unsafe { nrt_allocate_tensor_set(s) }) == 0 {
+            w.sets.push(*s);
+        }
+    }
+    for i in 0..count {
+        // SAFETY: element `i` of the array (8-byte count, then `count` elements).
+        let info = unsafe {
+            &*arr
+                .cast::<u8>()
+                .add(8 + i * size_of::<TensorInfo>())
+                .cast::<TensorInfo>()
+        };
+        let size = info.size.min(MAX_BUF);
+        let mut t = null_mut();
+        // SAFETY: `info.name` is NUL-terminated (the library zero-fills the name field past
+        // 255 bytes); `t` is writable.
+        if status(unsafe { nrt_tensor_allocate(0, 0, size, info.name.as_ptr(), &mut t) }) != 0 {
+            continue;
+        }
+        w.tensors.push(t);
+        let set = sets[usize::from(info.usage != 0)];
+        if info.usage == 0 {
+            let bytes: Vec<u8> = (0..size).map(|b| (b % 7) as u8).collect();
+            // SAFETY: `bytes` is valid for `size` bytes during the call.
+            status(unsafe { nrt_tensor_write(t, bytes.as_ptr().cast(), 0, size) });
+        }
+        // SAFETY: the name is a C string.
+        status(unsafe { nrt_add_tensor_to_tensor_set(set, info.name.as_ptr(), t) });
+    }
+    // SAFETY: the array from `nrt_get_model_tensor_info`, freed once.
+    status(unsafe { nrt_free_model_tensor_info(arr) });
+}
+
 fn name(i: u8) -> CString {
     CString::new(NAMES[usize::from(i) % NAMES.len()]).expect("no NUL")
 }
@@ -340,6 +402,7 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
             };
             if status(s) == 0 {
                 w.models.push(m);
+                own_sets(w, m);
             }
         }
         Op::LoadRaw { ref bytes, vnc } => {

@@ -290,6 +290,35 @@ fn check_state(rt: &Rt) {
     }
 }
 
+/// After a load: the model's own input set (`sets[0]`, inputs written) and output set
+/// (`sets[1]`), a device tensor per tensor named and sized as `model_tensor_info` says, as a
+/// program builds them. Without them an execute reaches the device only after several ops that
+/// happen to agree on names and sizes, which the seeds of the first campaigns never did
+/// (`fuzz/coverage.sh`: no execution reached the simulator's run path).
+fn own_sets<'rt>(
+    rt: &'rt Rt,
+    h: ModelHandle,
+    tensors: &mut Vec<Tensor<'rt>>,
+    sets: &mut [TensorSet<'rt>; 3],
+) {
+    let Ok(infos) = rt.model_tensor_info(h) else {
+        return;
+    };
+    sets[0] = TensorSet::new();
+    sets[1] = TensorSet::new();
+    for (usage, info) in infos {
+        let r = rt.tensor_allocate(TensorPlacement::Device, 0, info.size, &info.name);
+        status(&r);
+        let Ok(t) = r else { continue };
+        if usage == TensorUsage::Input {
+            let bytes: Vec<u8> = (0..info.size).map(|b| (b % 7) as u8).collect();
+            status(&t.write(0, &bytes));
+        }
+        sets[usize::from(usage != TensorUsage::Input)].add(&info.name, t.clone());
+        tensors.push(t);
+    }
+}
+
 fn run(rt: &Rt, input: &Input) {
     let neffs = neffs();
     let mut issued: Vec<ModelHandle> = Vec::new();
@@ -320,6 +349,7 @@ fn run(rt: &Rt, input: &Input) {
                 status(&r);
                 if let Ok(h) = r {
                     issued.push(h);
+                    own_sets(rt, h, &mut tensors, &mut sets);
                 }
             }
             Op::LoadMutated { which, at, value } => {
