@@ -77,7 +77,8 @@ seeds = {
       op('ContinuousStop'), tlist(I(0)), op('PollHandle', u8(0)), op('TrackerDestroy', I(0)),
       tlist(I(0)), op('ContinuousFree', I(0))],
   'failing-exec-tracker': [
-      tracker(0), tracker(1), load(0, 0, [(700, 0xff), (900, 0x10)]), execute(I(0)),
+      tracker(0), tracker(1), load(0xf0), icfg(0), iset_op(I(0), iset('OnFail', boolean(True))),
+      op('InspectBeginWith', I(0)), execute(I(0)),
       schedule(I(0)), schedule(I(0)), handle(1), op('FreeTensor', I(0)), drain(0),
       tlist(I(0)), tlist(I(1)), op('Unload', I(0)), schedule(I(0)), tlist(I(0))],
   'nds': [

@@ -4,7 +4,8 @@
 //! profiling (`nrt_profile.h`), system-trace filters and fetch options (`nrt_sys_trace.h`), the
 //! collectives queries (`nec.h`), interleaved with the core calls that give them something to
 //! observe: init / close / re-init (implicit async on or off), loads of kernel-built NEFFs
-//! (some mutated, so executions can fail in the simulator), the model's own tensor sets,
+//! (some mutated) and of one whose program deadlocks (so executions fail inside the simulator,
+//! after submission, where trackers and inspect-on-fail see them), the model's own tensor sets,
 //! `nrt_execute` / `nrta_execute_schedule` while captures, trackers, streams and datastore
 //! objects are live, NULL / stale / forged handles, out-of-range cores and indices, calls after
 //! close, objects freed while work is queued. The companion of `capi` (whose `Op` enum stays
@@ -126,7 +127,7 @@ struct NrtaError {
 }
 
 /// NEFFs to load: elementwise add 2×4 f32, a 4×4×4 matmul, the add on two physical cores
-/// (LNC 2), as `capi` builds them.
+/// (LNC 2), as `capi` builds them; then [`deadlocked`].
 fn neffs() -> &'static [Vec<u8>] {
     static NEFFS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     NEFFS.get_or_init(|| {
@@ -137,8 +138,26 @@ fn neffs() -> &'static [Vec<u8>] {
             nrt_sim::neff::neff_from_programs("add", std::slice::from_ref(&add)).expect("add"),
             nrt_sim::neff::neff_from_programs("mm", &[mm]).expect("matmul"),
             nrt_sim::neff::neff_from_programs("add2", &[add.clone(), add]).expect("LNC-2"),
+            deadlocked(),
         ]
     })
+}
+
+/// The add whose vector engine waits for one DMA completion more than ever comes: it loads
+/// and starts, and the simulator fails it (deadlock), so executions fail after submission,
+/// where error trackers and inspect-on-fail see them.
+fn deadlocked() -> Vec<u8> {
+    let add = kernels::elementwise(kernels::Elementwise::Add, 2, 4, DType::F32)
+        .expect("elementwise kernel");
+    let text = nrt_sim::engine::disassemble(&add);
+    let wait = "sem_wait sem=0 cmp=ge value=4";
+    assert!(
+        text.contains(wait),
+        "the add kernel's first wait changed:\n{text}"
+    );
+    let text = text.replacen(wait, "sem_wait sem=0 cmp=ge value=5", 1);
+    let dead = nrt_sim::engine::assemble(&text).expect("the deadlocking add assembles");
+    nrt_sim::neff::neff_from_programs("dead", &[dead]).expect("dead")
 }
 
 /// The per-process temporary directory and the output directories handed to the library.
@@ -564,9 +583,15 @@ fn tracker_list(t: *mut c_void, null: u8) {
     // SAFETY: both outputs NULL or writable.
     if status(unsafe { nrta_error_tracker_get_list(t, lp, np) }) == 0 {
         assert_eq!(list.is_null(), n == 0, "list {list:p} with {n} errors");
+        if std::env::var_os("CAPI_EXT_TRACE").is_some() {
+            eprintln!("tracker {t:p}: {n} errors");
+        }
         for k in 0..n {
             // SAFETY: `n` elements, valid until the next call on this tracker.
             let e = unsafe { list.add(k).read() };
+            if std::env::var_os("CAPI_EXT_TRACE").is_some() {
+                eprintln!("tracker {t:p}: {e:?}");
+            }
             let code = u32::try_from(e.error_code).expect("error code fits a status");
             assert_ne!(
                 status(code),
@@ -700,8 +725,14 @@ fn step(w: &mut World, d: &Dirs, op: &Op, open: &mut bool) {
             ref edits,
             vnc,
         } => {
+            // `which` below 0xf0 picks one of the working NEFFs, above the deadlocking one.
             let all = neffs();
-            let mut bytes = all[usize::from(which) % all.len()].clone();
+            let k = if which >= 0xf0 {
+                all.len() - 1
+            } else {
+                usize::from(which) % (all.len() - 1)
+            };
+            let mut bytes = all[k].clone();
             for &(at, v) in edits.iter().take(4) {
                 let i = usize::from(at) % bytes.len();
                 bytes[i] ^= v;
@@ -807,6 +838,9 @@ fn step(w: &mut World, d: &Dirs, op: &Op, open: &mut bool) {
             let p = if null { null_mut() } else { &raw mut t };
             // SAFETY: `p` is NULL or writable.
             if status(unsafe { nrta_error_tracker_create(lnc.get() as u32, p) }) == 0 && !null {
+                if std::env::var_os("CAPI_EXT_TRACE").is_some() {
+                    eprintln!("tracker {t:p}: logical core {}", lnc.get());
+                }
                 w.trackers.push(t);
                 w.trackers_live.push(t);
             }
