@@ -238,6 +238,9 @@ struct World {
     /// the closing `nrt_close` has finished all work.
     kept: Vec<Box<[u8]>>,
     tensor_infos: Vec<*mut c_void>,
+    /// `ret` of every `nrta_*` request: written by the library at completion, so kept (and
+    /// checked) until after the closing `nrt_close`.
+    rets: Vec<Box<u32>>,
 }
 
 fn pick(list: &[*mut c_void], s: Sel) -> *mut c_void {
@@ -356,13 +359,19 @@ fn init(inflight: u8) {
     status(unsafe { nrt_init(0, std::ptr::null(), std::ptr::null()) });
 }
 
+/// Calls an `nrta_*` function whose `ret` the library writes when the request completes
+/// (`nrt/nrt_async.h`: it must stay valid until then), so `ret` lives in `rets` until after the
+/// closing `nrt_close`; returns the call's status and the sequence number it wrote.
+fn out_u64(rets: &mut Vec<Box<u32>>, f: &mut dyn FnMut(*mut u32, *mut u64) -> u32) -> (u32, u64) {
+    let mut ret = Box::new(0u32);
+    let mut seq = 0u64;
+    let s = status(f(&mut *ret, &mut seq));
+    rets.push(ret);
+    (s, seq)
+}
+
 #[allow(clippy::too_many_lines)]
 fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
-    let out_u64 = |f: &mut dyn FnMut(*mut u32, *mut u64) -> u32| {
-        let (mut ret, mut seq) = (0u32, 0u64);
-        let s = status(f(&mut ret, &mut seq));
-        (s, seq)
-    };
     match *op {
         Op::Init { inflight } => {
             if !*open {
@@ -575,7 +584,7 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
             queue,
         } => {
             let (m, i, o) = (pick(&w.models, m), w.set(input), w.set(output));
-            let (s, seq) = out_u64(&mut |ret, seq| {
+            let (s, seq) = out_u64(&mut w.rets, &mut |ret, seq| {
                 // SAFETY: `ret` and `seq` are writable.
                 unsafe { nrta_execute_schedule(m, i, o, queue.into(), ret, seq) }
             });
@@ -591,7 +600,7 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
         } => {
             let h = w.tensor(t);
             let (buf, len) = w.buffer(usize::from(size), 0);
-            let (s, seq) = out_u64(&mut |ret, seq| {
+            let (s, seq) = out_u64(&mut w.rets, &mut |ret, seq| {
                 // SAFETY: `buf` stays valid until after the closing `nrt_close`.
                 unsafe {
                     nrta_tensor_read(buf, h, offset.get(), len as u64, queue.into(), ret, seq)
@@ -609,7 +618,7 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
         } => {
             let h = w.tensor(t);
             let (buf, len) = w.buffer(usize::from(size), 0x5a);
-            let (s, seq) = out_u64(&mut |ret, seq| {
+            let (s, seq) = out_u64(&mut w.rets, &mut |ret, seq| {
                 // SAFETY: as above.
                 unsafe {
                     nrta_tensor_write(h, buf, offset.get(), len as u64, queue.into(), ret, seq)
@@ -627,7 +636,7 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
             queue,
         } => {
             let (a, b) = (w.tensor(src), w.tensor(dst));
-            let (s, seq) = out_u64(&mut |ret, seq| {
+            let (s, seq) = out_u64(&mut w.rets, &mut |ret, seq| {
                 // SAFETY: `ret` and `seq` are writable.
                 unsafe {
                     nrta_tensor_copy(
@@ -787,6 +796,10 @@ fuzz_target!(|input: Input| {
     }
     nrt_close();
     drop(w.kept);
+    // Every request has completed: each `ret` holds a defined status (0 where never written).
+    for r in &w.rets {
+        status(**r);
+    }
     let machine = nrt::test_hooks::sim_machine().expect("the simulator backend");
     assert_eq!(
         machine.total_device_bytes_allocated(),
