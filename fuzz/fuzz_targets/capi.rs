@@ -31,6 +31,10 @@ use nrt::sys_trace::{
 use nrt::*;
 use nrt_sim::engine::{DType, kernels};
 
+#[path = "c_caller.rs"]
+mod c_caller;
+use c_caller::{Sel, init, own_sets, pick, status};
+
 /// NEFFs to load: elementwise add 2×4 f32 (a, b → out), a 4×4×4 matmul (lhs_t, rhs → out),
 /// the add on two physical cores (LNC 2).
 fn neffs() -> &'static [Vec<u8>] {
@@ -69,15 +73,6 @@ const NAMES: [&str; 7] = ["a", "b", "out", "lhs_t", "rhs", "x", ""];
 const MAX_HOST: usize = 1 << 20;
 /// Longest buffer handed to a read or write, and longest memset / copy.
 const MAX_BUF: usize = 1 << 16;
-
-#[derive(Arbitrary, Debug, Clone, Copy)]
-enum Sel {
-    /// The n-th object of its kind ever returned (possibly freed: stale).
-    Issued(u8),
-    Null,
-    /// Any value: never dereferenced by the library.
-    Forged(u64),
-}
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Len {
@@ -243,14 +238,6 @@ struct World {
     rets: Vec<Box<u32>>,
 }
 
-fn pick(list: &[*mut c_void], s: Sel) -> *mut c_void {
-    match s {
-        Sel::Issued(i) if !list.is_empty() => list[usize::from(i) % list.len()],
-        Sel::Issued(_) | Sel::Null => null_mut(),
-        Sel::Forged(v) => v as usize as *mut c_void,
-    }
-}
-
 impl World {
     fn tensor(&self, s: Sel) -> *mut c_void {
         pick(&self.tensors, s)
@@ -267,96 +254,8 @@ impl World {
     }
 }
 
-/// One element of `nrt_tensor_info_array_t` as `nrt/nrt.h` declares it (after the array's
-/// 8-byte count). Only the name, usage and size are read; the rest is layout.
-#[repr(C)]
-#[allow(dead_code)]
-struct TensorInfo {
-    name: [c_char; 256],
-    usage: u32,
-    size: usize,
-    dtype: u32,
-    shape: *mut u32,
-    ndim: u32,
-}
-
-/// After a load: the model's own input and output sets, built as a C program builds them from
-/// `nrt_get_model_tensor_info` (a device tensor per tensor, named and sized as the model says,
-/// inputs written), pushed as the newest sets and tensors. Without them an execute reaches the
-/// device only after about nine ops that happen to agree on names and sizes, which the seeds
-/// of the first campaigns never did (`fuzz/coverage.sh`: no execution reached the simulator).
-fn own_sets(w: &mut World, m: *mut c_void) {
-    let mut arr = null_mut();
-    // SAFETY: `arr` is writable.
-    if status(unsafe { nrt_get_model_tensor_info(m, &mut arr) }) != 0 || arr.is_null() {
-        return;
-    }
-    // SAFETY: the array starts with its element count (u64), then that many elements.
-    let count = unsafe { arr.cast::<u64>().read() } as usize;
-    let mut sets = [null_mut(); 2];
-    for s in &mut sets {
-        // SAFETY: `s` is writable.
-        if status(unsafe { nrt_allocate_tensor_set(s) }) == 0 {
-            w.sets.push(*s);
-        }
-    }
-    for i in 0..count {
-        // SAFETY: element `i` of the array (8-byte count, then `count` elements).
-        let info = unsafe {
-            &*arr
-                .cast::<u8>()
-                .add(8 + i * size_of::<TensorInfo>())
-                .cast::<TensorInfo>()
-        };
-        let size = info.size.min(MAX_BUF);
-        let mut t = null_mut();
-        // SAFETY: `info.name` is NUL-terminated (the library zero-fills the name field past
-        // 255 bytes); `t` is writable.
-        if status(unsafe { nrt_tensor_allocate(0, 0, size, info.name.as_ptr(), &mut t) }) != 0 {
-            continue;
-        }
-        w.tensors.push(t);
-        let set = sets[usize::from(info.usage != 0)];
-        if info.usage == 0 {
-            let bytes: Vec<u8> = (0..size).map(|b| (b % 7) as u8).collect();
-            // SAFETY: `bytes` is valid for `size` bytes during the call.
-            status(unsafe { nrt_tensor_write(t, bytes.as_ptr().cast(), 0, size) });
-        }
-        // SAFETY: the name is a C string.
-        status(unsafe { nrt_add_tensor_to_tensor_set(set, info.name.as_ptr(), t) });
-    }
-    // SAFETY: the array from `nrt_get_model_tensor_info`, freed once.
-    status(unsafe { nrt_free_model_tensor_info(arr) });
-}
-
 fn name(i: u8) -> CString {
     CString::new(NAMES[usize::from(i) % NAMES.len()]).expect("no NUL")
-}
-
-/// Every status the library returns is a defined `NRT_STATUS` code.
-fn status(code: u32) -> u32 {
-    assert!(
-        nrt_core::NrtStatus::ALL.iter().any(|s| s.code() == code),
-        "undefined status {code}"
-    );
-    code
-}
-
-fn init(inflight: u8) {
-    // Between a close and an init no library thread runs, so the environment can change.
-    // SAFETY: called only while the library is closed (no worker threads).
-    unsafe {
-        if inflight % 3 == 0 {
-            std::env::remove_var("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS");
-        } else {
-            std::env::set_var(
-                "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS",
-                (inflight % 3).to_string(),
-            );
-        }
-    }
-    // SAFETY: NULL version strings are allowed.
-    status(unsafe { nrt_init(0, std::ptr::null(), std::ptr::null()) });
 }
 
 /// Calls an `nrta_*` function whose `ret` the library writes when the request completes
@@ -411,7 +310,7 @@ fn step(w: &mut World, op: &Op, profile: &CString, open: &mut bool) {
             };
             if status(s) == 0 {
                 w.models.push(m);
-                own_sets(w, m);
+                own_sets(&mut w.tensors, &mut w.sets, m, MAX_BUF);
             }
         }
         Op::LoadRaw { ref bytes, vnc } => {
