@@ -132,9 +132,23 @@ for p in $programs; do
   run "$p" env "$(instance_for $p)" "$work/$p" "$(arg_for $p)"
 done
 if command -v valgrind > /dev/null; then
+  # Valgrind runs a program's threads one at a time: two programs at once use both CPUs. Each
+  # run's exit status is collected afterwards and reported in order.
+  valgrind_one() {
+    local p=$1 rc=0
+    env "$(instance_for "$p")" NRT_MANY_MODELS=1000 valgrind --error-exitcode=99 --leak-check=full \
+      --errors-for-leak-kinds=definite --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for "$p")" \
+      > "$work/vg-$p.out" 2>&1 || rc=$?
+    echo "$rc" > "$work/vg-$p.rc"
+  }
+  jobs_max=$(nproc 2> /dev/null || echo 2)
   for p in $programs; do
-    run "valgrind-$p" env "$(instance_for $p)" NRT_MANY_MODELS=1000 valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-      --child-silent-after-fork=yes --quiet "$work/$p" "$(arg_for $p)"
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+    valgrind_one "$p" &
+  done
+  wait
+  for p in $programs; do
+    run "valgrind-$p" sh -c 'cat "$1"; exit "$(cat "$2")"' - "$work/vg-$p.out" "$work/vg-$p.rc"
   done
 else
   echo "valgrind not installed: valgrind runs skipped" >&2

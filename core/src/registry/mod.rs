@@ -89,12 +89,17 @@ const LANES: usize = 16;
 const LANES: usize = 2;
 
 /// Slots per chunk: the registry grows by this many slots (with their reader counters) at a
-/// time. Under loom, two, so that the model checks cover a registry of several chunks.
-#[cfg(not(loom))]
+/// time. Under loom, two, so that the model checks cover a registry of several chunks; under
+/// Miri, eight, so that the growth tests cover several chunks without interpreting hundreds of
+/// thousands of slot probes.
+#[cfg(not(any(loom, miri)))]
 pub const CHUNK_SLOTS: u32 = 256;
 /// Slots per chunk (reduced under loom).
 #[cfg(loom)]
 pub const CHUNK_SLOTS: u32 = 2;
+/// Slots per chunk (reduced under Miri).
+#[cfg(all(miri, not(loom)))]
+pub const CHUNK_SLOTS: u32 = 8;
 
 /// Refuse a reference when a counter reaches this (leaked guards), rather than wrap.
 const COUNTER_LIMIT: u32 = u32::MAX / 2;

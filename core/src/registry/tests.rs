@@ -317,7 +317,6 @@ fn ten_thousand_values_inserted_resolved_and_erased() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "slow under Miri; loom checks racing growth")]
 fn threads_growing_at_once_lose_nothing() {
     let r = Arc::new(Registry::new(4 * CHUNK_SLOTS));
     let threads: Vec<_> = (0..4usize)
