@@ -128,7 +128,11 @@ fn neff_parse_whole_truncated_and_corrupted() {
         // Under Miri a sample of lengths keeps the run short (fewer for the gzip file: its
         // every parse interprets the inflater).
         let samples = if gzip { 8 } else { 16 };
-        let step = if cfg!(miri) { file.len() / samples + 1 } else { 1 };
+        let step = if cfg!(miri) {
+            file.len() / samples + 1
+        } else {
+            1
+        };
         for len in (0..file.len()).step_by(step) {
             let e = neff::parse(&file[..len], &opts).unwrap_err();
             assert!(
