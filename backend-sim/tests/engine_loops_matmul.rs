@@ -4,7 +4,7 @@
 //! tiles against an f64 reference (`#[ignore]`d: 80-200 s in a release build, depending on
 //! the machine's load — 26.25 ms simulated, built in about 1 ms — far longer in debug; run it
 //! with
-//! `cargo test --release -p nrt-sim --test engine_loops_matmul -- --ignored --nocapture`).
+//! `cargo test --release -p nrt-sim --test suite -- engine_loops_matmul:: --ignored --nocapture`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;

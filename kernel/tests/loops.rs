@@ -122,7 +122,7 @@ fn library_matmul_8192_cubed_builds() {
 }
 
 /// The 8192³ bf16 library matmul runs (release build, a few minutes of host time):
-/// `cargo test --release -p nrt-kernel --test loops -- --ignored --nocapture`. Inputs are
+/// `cargo test --release -p nrt-kernel --test suite -- loops:: --ignored --nocapture`. Inputs are
 /// multiples of 1/8 in [-1, 1]: every product and partial sum is a multiple of 1/64 below
 /// 2^13, exact in fp32, so the output equals an f64 reference exactly whatever the order of
 /// the additions. Sampled 128 × 128 output tiles are checked; the simulated time is printed.
