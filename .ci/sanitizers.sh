@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # ThreadSanitizer and AddressSanitizer over the concurrency tests (registry unit tests and
 # stress, async queues, lifecycle with concurrent callers and close, concurrent simulated
-# cores) and the C threads program linked against an instrumented libnrt.a. Everything,
-# the standard library included (-Zbuild-std), is instrumented, so a report is a real one.
+# cores) and the C threads program linked against an instrumented libnrt.a. Under TSan
+# everything, the standard library included (-Zbuild-std), is instrumented: an uninstrumented
+# std would hide its synchronisation and report false races. ASan uses the prebuilt standard
+# library (a minute less to build): its runtime intercepts malloc, free and the mem* functions,
+# so every heap misuse and leak of ours is caught; only accesses std's own code makes are not
+# checked.
 #
 #   .ci/sanitizers.sh [thread|address]...     (default: both)
 #
@@ -33,14 +37,16 @@ for san in "${sanitizers[@]}"; do
   export RUSTFLAGS="-Zsanitizer=$san -Cdebuginfo=1 -Cforce-frame-pointers=yes"
   export RUSTDOCFLAGS="-Zsanitizer=$san"
   export CARGO_TARGET_DIR="$root/target/san-$san"
-  cargo_test=(cargo +nightly test -q -Zbuild-std --target "$host")
+  build_std=()
+  [ "$san" = thread ] && build_std=(-Zbuild-std)
+  cargo_test=(cargo +nightly test -q "${build_std[@]}" --target "$host")
   "${cargo_test[@]}" -p nrt-core --lib registry
   "${cargo_test[@]}" -p nrt-tests --test registry --test registry_stress --test async_exec \
     --test lifecycle
   "${cargo_test[@]}" -p nrt-sim --test lnc2 --test engine_share
 
   echo "== C threads program, $san-instrumented, linked with the $san-instrumented libnrt.a"
-  cargo +nightly build -q -Zbuild-std --target "$host" -p nrt-capi
+  cargo +nightly build -q "${build_std[@]}" --target "$host" -p nrt-capi
   # gcc instruments the C file; the runtime linked is rustc's own (LLVM's, matching the Rust
   # side's instrumentation: gcc's libtsan/libasan lack entry points newer LLVM emits).
   runtime="$(rustc +nightly --print sysroot)/lib/rustlib/$host/lib/librustc-nightly_rt.${san:0:1}san.a"
