@@ -183,20 +183,26 @@ fn gelu_tanh(x: f64) -> f64 {
     0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044_715 * x * x * x)).tanh())
 }
 
+/// Coefficients of erfc's polynomial in `t` below, highest power first.
+const ERFC_POLY: [f64; 9] = [
+    0.170_872_77,
+    -0.822_152_23,
+    1.488_515_87,
+    -1.135_203_98,
+    0.278_868_07,
+    -0.186_288_06,
+    0.096_784_18,
+    0.374_091_96,
+    1.000_023_68,
+];
+
 fn erf(x: f64) -> f64 {
     // Abramowitz–Stegun 7.1.26 is too coarse for folding; use the series / continued form.
+    // Horner's scheme as a fold (the same operations in the same order as the nested form;
+    // rustfmt takes a minute over the nested form).
     let t = 1.0 / (1.0 + 0.5 * x.abs());
-    let y = 1.0
-        - t * (-x * x - 1.265_512_23
-            + t * (1.000_023_68
-                + t * (0.374_091_96
-                    + t * (0.096_784_18
-                        + t * (-0.186_288_06
-                            + t * (0.278_868_07
-                                + t * (-1.135_203_98
-                                    + t * (1.488_515_87
-                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-            .exp();
+    let poly = ERFC_POLY.iter().fold(0.0, |p, c| c + t * p);
+    let y = 1.0 - t * (-x * x - 1.265_512_23 + t * poly).exp();
     if x >= 0.0 { y } else { -y }
 }
 
