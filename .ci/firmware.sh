@@ -40,7 +40,7 @@ fi
 LLVM="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
 
 step "nrt-core's unit tests with the firmware's knobs (compact-registry, short-messages)"
-cargo test -q -p nrt-core --features compact-registry,short-messages --lib
+cargo test -q -p nrt-core --target-dir "$ROOT/target/ci-core" --features compact-registry,short-messages --lib
 
 step "fmt, clippy and build (release, both targets, both binaries)"
 (cd "$FW" && cargo fmt -- --check)

@@ -18,7 +18,13 @@ host="$(rustc -vV | sed -n 's/^host: //p')"
 sanitizers=("$@")
 [ ${#sanitizers[@]} -gt 0 ] || sanitizers=(thread address)
 
-rustup toolchain install nightly --profile minimal --component rust-src > /dev/null
+# Installed only when missing: `rustup toolchain install` of an installed channel updates it,
+# which would swap the toolchain under CI's background lane (Miri) in the middle of its run.
+if rustup run nightly rustc --version > /dev/null 2>&1; then
+  rustup component add --toolchain nightly rust-src > /dev/null
+else
+  rustup toolchain install nightly --profile minimal --component rust-src > /dev/null
+fi
 command -v cc > /dev/null || { echo "a C compiler is needed" >&2; exit 1; }
 
 work="$root/target/sanitizers"

@@ -5,7 +5,7 @@
 #   fuzz/campaign.sh MINUTES [TARGET...]
 #
 # Each target runs from its working corpus (corpus/<target>, git-ignored, seeded by
-# `cargo run --example build_corpus`) plus the committed seeds (seeds/<target>), with
+# `examples/fuzz_corpus.rs` of nrt-sim) plus the committed seeds (seeds/<target>), with
 # AddressSanitizer (cargo-fuzz's default), PARALLEL targets at a time (default 2, this
 # machine's cores). Afterwards libFuzzer's merge keeps, from the seeds and everything found, the
 # smallest set of inputs that reaches every feature reached, and that set becomes
@@ -44,7 +44,7 @@ fi
 for t in "${targets[@]}"; do
   grep -qx "$t" <<< "$all_targets" || { echo "no target named $t" >&2; exit 2; }
 done
-cargo run -q --example build_corpus
+cargo run -q --manifest-path ../Cargo.toml -p nrt-sim --example fuzz_corpus
 bin=target/x86_64-unknown-linux-gnu/release
 
 run_one() {

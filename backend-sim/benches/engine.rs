@@ -327,6 +327,16 @@ fn main() {
         println!("engine bench: run with `cargo bench -p nrt-sim --bench engine`");
         return;
     }
-    matmul_bench();
-    idle_skip_bench();
+    // A name after `--` runs one part: `-- matmul` or `-- idle`; none runs both.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wants = |part: &str| only.is_empty() || only.iter().any(|a| a == part);
+    if wants("matmul") {
+        matmul_bench();
+    }
+    if wants("idle") {
+        idle_skip_bench();
+    }
 }

@@ -1,4 +1,4 @@
-//! Writes seed corpora for the byte-input targets into `fuzz/corpus/<target>/`:
+//! Writes seed corpora for the byte-input fuzz targets into `fuzz/corpus/<target>/`:
 //!
 //! * `neff_parse`: NEFFs built by the writer (gzip and plain tar) and from the simulator's
 //!   kernel programs, plus the compiler fixture `../shared/fixtures/neff/matmul_small.neff`
@@ -11,10 +11,13 @@
 //! The structured targets (`neff_roundtrip`, `config`, `facade`, `coredump_template`) start
 //! from libFuzzer's own inputs.
 //!
-//! Run from `fuzz/`: `cargo run --example build_corpus`.
+//! `cargo run -p nrt-sim --example fuzz_corpus` (from anywhere in the repository). It lives in
+//! the main workspace, not in `fuzz/`, so it builds with the workspace's tests: an example of
+//! the fuzz crate would build that crate's whole dependency stack once more without the fuzz
+//! flags.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nrt_core::io::{Dtype, TensorUsage};
 use nrt_core::neff::{self, NeffSpec, NeffTensor, SubgraphSpec};
@@ -115,7 +118,10 @@ fn save(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // The repository: the folder above this package's.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = manifest.parent().unwrap_or(manifest);
+    let root = repo.join("fuzz");
     let corpus = root.join("corpus");
     let neff_dir = corpus.join("neff_parse");
     let prog_dir = corpus.join("sim_program");
@@ -193,7 +199,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // `shared/` sits beside the repository in the CI layout; a fresh clone has none.
-    let beside = root.parent().and_then(Path::parent).unwrap_or(&root);
+    let beside = repo.parent().unwrap_or(repo);
     let fixture = beside.join("shared/fixtures/neff/matmul_small.neff");
     match fs::read(&fixture) {
         Ok(b) => save(&neff_dir, "fixture_matmul_small.neff", &b)?,
