@@ -58,7 +58,9 @@ impl Executor<'_, '_> {
                     }
                     self.reclass(e);
                 }
-                Phase::Data { queue, start, .. } => self.finish_descriptor(e, queue, start),
+                Phase::Data { queue, start, .. } | Phase::Whole { queue, start, .. } => {
+                    self.finish_descriptor(e, queue, start)
+                }
                 _ => {}
             }
         }
@@ -362,14 +364,70 @@ impl Executor<'_, '_> {
                 0
             };
             let overhead = (spec.dma_descriptor_ticks + fixed).max(1);
+            let hbm = d.touches_hbm();
+            let whole = self.whole_ok && (!hbm || self.whole_hbm);
             let de = &mut self.dma[e];
-            de.phase = Phase::Overhead {
-                until: t + overhead,
-                queue: q,
-                start: t,
-            };
-            self.dma_next[e] = t + overhead;
+            if whole {
+                // Its data phase will run at the peak: one event at its end.
+                let units = dma_units(&d);
+                de.phase = Phase::Whole {
+                    data_from: t + overhead,
+                    units,
+                    queue: q,
+                    hbm,
+                    start: t,
+                };
+                de.rate = de.peak;
+                self.dma_next[e] = t + overhead + units.div_ceil(de.peak).max(1);
+            } else {
+                de.phase = Phase::Overhead {
+                    until: t + overhead,
+                    queue: q,
+                    start: t,
+                };
+                self.dma_next[e] = t + overhead;
+            }
             self.reclass(e);
+        }
+    }
+
+    /// Turns the HBM descriptors scheduled whole into the phase each is in at this tick: an
+    /// overhead phase, or a data phase at the peak with the units left (the arithmetic of
+    /// `update_rates`, so the split changes no tick).
+    pub(super) fn split_whole_hbm(&mut self) {
+        let t = self.t;
+        for e in 0..DMA_ENGINES {
+            let d = &mut self.dma[e];
+            let Phase::Whole {
+                data_from,
+                units,
+                queue,
+                hbm: true,
+                start,
+            } = d.phase
+            else {
+                continue;
+            };
+            if t < data_from {
+                d.phase = Phase::Overhead {
+                    until: data_from,
+                    queue,
+                    start,
+                };
+                d.rate = 0;
+                self.dma_next[e] = data_from;
+            } else {
+                // Its end (`dma_next`) stays: `data_from + ⌈units / peak⌉`.
+                d.phase = Phase::Data {
+                    remaining: units.saturating_sub(d.peak.saturating_mul(t - data_from)),
+                    queue,
+                    hbm: true,
+                    start,
+                };
+                d.since = t;
+                self.n_hbm += 1;
+                self.rates_dirty = true;
+            }
         }
     }
 

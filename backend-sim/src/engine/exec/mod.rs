@@ -43,6 +43,8 @@ mod reduce;
 pub(super) mod report;
 mod rowops;
 mod select;
+#[cfg(test)]
+mod whole_tests;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -164,6 +166,17 @@ enum Phase {
         hbm: bool,
         start: u64,
     },
+    /// A descriptor whose data phase nothing can slow, scheduled as one event: the overhead
+    /// phase until `data_from`, then `units` at the engine's peak. A transfer not touching HBM
+    /// always runs this way; an HBM one while `Executor::whole_hbm` holds (see there). The
+    /// same ticks as an overhead phase followed by a data phase, in half the events.
+    Whole {
+        data_from: u64,
+        units: u64,
+        queue: usize,
+        hbm: bool,
+        start: u64,
+    },
 }
 
 struct DmaEng {
@@ -193,7 +206,7 @@ impl DmaEng {
     fn class(&self) -> Acct {
         match self.phase {
             Phase::Idle => Acct::Idle,
-            Phase::Overhead { .. } => Acct::Active,
+            Phase::Overhead { .. } | Phase::Whole { .. } => Acct::Active,
             Phase::Data { .. } if self.rate < self.peak => Acct::Bandwidth,
             Phase::Data { .. } => Acct::Active,
         }
@@ -254,8 +267,19 @@ struct Executor<'a, 'e> {
     /// Per DMA engine, the tick of its next phase change (`u64::MAX` when idle or awaiting
     /// its rate).
     dma_next: [u64; DMA_ENGINES],
-    /// DMA engines in a data phase that touches HBM.
+    /// DMA engines in a data phase that touches HBM (`Phase::Whole` ones not counted).
     n_hbm: u64,
+    /// Whether HBM transfers start as `Phase::Whole`: the device's bandwidth covers all of
+    /// this core's engines at their peaks and no other core shares it now (not coupled:
+    /// `meet_others`), so a data phase's start or end changes no engine's rate. Coupling
+    /// turns it off and splits the engines in flight into their exact phases
+    /// (`split_whole_hbm`); uncoupling turns it back on.
+    whole_hbm: bool,
+    /// `whole_hbm` when not coupled: the bandwidth covers all engines at their peaks.
+    hbm_covers_engines: bool,
+    /// Whether any descriptor may run as `Phase::Whole` (false only in tests comparing
+    /// against the two-phase schedule).
+    whole_ok: bool,
     /// The rate of each of them (they share HBM equally).
     hbm_rate: u64,
     /// An engine entered an HBM data phase and awaits its rate.
@@ -365,6 +389,17 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         Vec::new()
     };
     let peak = env.spec.engine_rate();
+    // Every engine of the core at its peak within the device's bandwidth: while no other core
+    // shares it, the share `hbm / n` (n ≤ DMA_ENGINES) never falls below the peak.
+    let hbm_covers_engines = env.spec.hbm_rate() / DMA_ENGINES as u64 >= peak;
+    // Tests compare against every descriptor run as two phases (`whole_tests`).
+    #[cfg(test)]
+    let (hbm_covers_engines, whole_ok) = {
+        let split = whole_tests::SPLIT_PHASES.with(std::cell::Cell::get);
+        (hbm_covers_engines && !split, !split)
+    };
+    #[cfg(not(test))]
+    let whole_ok = true;
     let mut m = Executor {
         env,
         opts: *opts,
@@ -394,6 +429,9 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
             .collect(),
         dma_next: [u64::MAX; DMA_ENGINES],
         n_hbm: 0,
+        whole_hbm: hbm_covers_engines,
+        hbm_covers_engines,
+        whole_ok,
         hbm_rate: peak,
         rates_dirty: false,
         others: 0,
@@ -459,7 +497,14 @@ impl Executor<'_, '_> {
                 self.others = 0;
                 self.rates_dirty = true;
             }
+            self.whole_hbm = self.hbm_covers_engines;
             return;
+        }
+        if self.whole_hbm {
+            // From now on other cores' demand can slow this core's HBM transfers: the ones
+            // scheduled whole become the phases they are in at this tick.
+            self.whole_hbm = false;
+            self.split_whole_hbm();
         }
         if self.next_meet == u64::MAX {
             self.next_meet = (self.t / QUANTUM_TICKS + 1) * QUANTUM_TICKS;
@@ -520,6 +565,19 @@ impl Executor<'_, '_> {
                 self.start_dma_engines();
             }
             self.meet_others();
+            // Tests couple and uncouple the core at chosen ticks, with a chosen demand of
+            // other cores, as `meet_others` does when other cores execute.
+            #[cfg(test)]
+            if let Some(others) = whole_tests::coupling_due(self.t) {
+                self.others = others;
+                self.rates_dirty = true;
+                if others == 0 {
+                    self.whole_hbm = self.hbm_covers_engines;
+                } else if self.whole_hbm {
+                    self.whole_hbm = false;
+                    self.split_whole_hbm();
+                }
+            }
             self.update_rates();
             if self.finished() {
                 self.report.ticks = self.t;
@@ -627,6 +685,11 @@ impl Executor<'_, '_> {
             best = best.min(after(p.until));
         }
         best = best.min(after(self.wake_at)).min(after(self.dma_wake));
+        // Tests' coupling changes happen at exact ticks, whatever else happens then.
+        #[cfg(test)]
+        {
+            best = best.min(after(whole_tests::next_coupling_change()));
+        }
         // Every pending DMA phase change lies after `t` (due ones were processed).
         for &n in &self.dma_next {
             best = best.min(after(n));

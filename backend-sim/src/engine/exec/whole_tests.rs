@@ -1,0 +1,195 @@
+//! `Phase::Whole` (a descriptor whose data phase nothing can slow, run as one event) against
+//! the two-phase schedule it replaces: the same reports, counters, events and outputs, on
+//! DMA-bound programs, the kernel library's programs and both generations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::cell::Cell;
+
+use crate::Instance;
+use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
+use crate::engine::program::TensorKind;
+use crate::engine::{
+    DType, Device, EngineId, ExecOptions, ExecReport, Program, ProgramBuilder, kernels,
+};
+
+thread_local! {
+    /// Set: every descriptor runs as an overhead phase then a data phase (the schedule before
+    /// `Phase::Whole`).
+    pub(super) static SPLIT_PHASES: Cell<bool> = const { Cell::new(false) };
+    /// `(next, every, others, coupled)`: at tick `next` (an event), then every `every` ticks
+    /// (0: never), the core couples (other cores' `others` engines share
+    /// HBM: the whole descriptors split into their exact phases) or uncouples, in turn.
+    static COUPLING: Cell<(u64, u64, u64, bool)> = const { Cell::new((0, 0, 0, false)) };
+}
+
+/// The other cores' demand from tick `t` on when the core couples or uncouples there (see
+/// `COUPLING`).
+pub(super) fn coupling_due(t: u64) -> Option<u64> {
+    COUPLING.with(|c| {
+        let (next, every, others, coupled) = c.get();
+        if every == 0 || t < next {
+            return None;
+        }
+        c.set((next + every, every, others, !coupled));
+        Some(if coupled { 0 } else { others })
+    })
+}
+
+/// The tick of the next coupling change (`u64::MAX`: none): an event of the executor.
+pub(super) fn next_coupling_change() -> u64 {
+    COUPLING.with(|c| {
+        let (next, every, _, _) = c.get();
+        if every == 0 { u64::MAX } else { next }
+    })
+}
+
+/// `rounds` rounds of `per_round` 8 KiB descriptors over `engines` DMA engines: HBM → SBUF,
+/// SBUF → SBUF and SBUF → HBM, the Sync engine waiting for each round.
+fn dma_program(rounds: u32, engines: usize, per_round: u32) -> Program {
+    let mut b = ProgramBuilder::new("dma_mix");
+    let x = b.input("x", DType::Bf16, &[u64::from(per_round) * 4096]);
+    let y = b.output("y", DType::Bf16, &[u64::from(per_round) * 4096]);
+    let s = b.sem().unwrap();
+    let desc = |i: u32, src: DmaEndpoint, dst: DmaEndpoint| DmaDescriptor {
+        src,
+        dst,
+        len: 8192 - 64 * (i % 4),
+    };
+    let sbuf = |i: u32, base: u32| DmaEndpoint::Sbuf {
+        partition: (i % 128) as u8,
+        offset: base + (i / 128) * 8192,
+    };
+    let load: Vec<DmaDescriptor> = (0..per_round)
+        .map(|i| {
+            let hbm = DmaEndpoint::Hbm {
+                tensor: x,
+                offset: u64::from(i) * 8192,
+            };
+            desc(i, hbm, sbuf(i, 0))
+        })
+        .collect();
+    let copy: Vec<DmaDescriptor> = (0..per_round)
+        .map(|i| desc(i, sbuf(i, 0), sbuf(i, 65536)))
+        .collect();
+    let store: Vec<DmaDescriptor> = (0..per_round)
+        .map(|i| {
+            let hbm = DmaEndpoint::Hbm {
+                tensor: y,
+                offset: u64::from(i) * 8192,
+            };
+            desc(i, sbuf(i, 65536), hbm)
+        })
+        .collect();
+    let mut total = 0;
+    for _ in 0..rounds {
+        for descs in [&load, &copy, &store] {
+            total += b.dma_spread(EngineId::Sync, descs, 0, s, engines);
+            b.wait(EngineId::Sync, s, total);
+        }
+    }
+    b.build().unwrap()
+}
+
+/// Runs `program` on `instance` with its inputs filled with a pattern: the report and every
+/// output's bytes.
+fn run(instance: Instance, program: &Program, split: bool) -> (ExecReport, Vec<Vec<u8>>) {
+    run_splitting(instance, program, split, 0, 0)
+}
+
+/// [`run`], the core coupling with other cores' `others` HBM engines and uncoupling in turn
+/// every `every` ticks (0: never).
+fn run_splitting(
+    instance: Instance,
+    program: &Program,
+    split: bool,
+    every: u64,
+    others: u64,
+) -> (ExecReport, Vec<Vec<u8>>) {
+    SPLIT_PHASES.with(|c| c.set(split));
+    COUPLING.with(|c| c.set((every, every, others, false)));
+    let dev = Device::new(instance);
+    let lp = dev.load(0, program.clone()).unwrap();
+    for t in program
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Input)
+    {
+        let bytes = t.size_bytes().unwrap();
+        let data: Vec<u8> = (0..bytes).map(|i| (i * 7 + 3) as u8).collect();
+        dev.write_tensor(&lp, &t.name, &data).unwrap();
+    }
+    let opts = ExecOptions {
+        record_events: true,
+        record_descriptors: true,
+        max_events: 1 << 22,
+        ..ExecOptions::default()
+    };
+    let report = dev.execute(&lp, &opts).unwrap();
+    let outputs = program
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Output)
+        .map(|t| dev.read_tensor(&lp, &t.name).unwrap())
+        .collect();
+    SPLIT_PHASES.with(|c| c.set(false));
+    COUPLING.with(|c| c.set((0, 0, 0, false)));
+    (report, outputs)
+}
+
+#[test]
+fn whole_descriptors_change_no_tick_counter_event_or_byte() {
+    let programs = [
+        dma_program(3, 1, 16),
+        dma_program(4, 16, 128),
+        dma_program(2, 5, 37),
+        kernels::matmul(256, 512, 256, DType::Bf16, DType::F32).unwrap(),
+        kernels::elementwise(kernels::Elementwise::Add, 130, 700, DType::F32).unwrap(),
+    ];
+    for instance in [Instance::Trn1, Instance::Trn2] {
+        for p in &programs {
+            let (split, split_out) = run(instance, p, true);
+            let (whole, whole_out) = run(instance, p, false);
+            assert!(
+                split.result().is_ok(),
+                "{instance:?} {}: {:?}",
+                p.name,
+                split.error
+            );
+            assert!(split.ticks > 0);
+            assert_eq!(whole, split, "{instance:?} {}: reports differ", p.name);
+            assert_eq!(
+                whole_out, split_out,
+                "{instance:?} {}: outputs differ",
+                p.name
+            );
+        }
+    }
+}
+
+#[test]
+fn coupling_mid_flight_splits_whole_descriptors_exactly() {
+    // Coupling at many ticks meets descriptors in their overhead phase and part-way through
+    // their data (the periods are prime to the programs' overheads and data times); while
+    // coupled, 24 other engines share HBM, so the rates of the split data phases change and
+    // the units they have left count.
+    let p = dma_program(3, 16, 128);
+    for every in [1, 7, 97, 1013] {
+        let (reference, reference_out) = run_splitting(Instance::Trn1, &p, true, every, 24);
+        let (r, out) = run_splitting(Instance::Trn1, &p, false, every, 24);
+        assert!(reference.result().is_ok());
+        assert_eq!(r, reference, "coupling every {every} ticks: reports differ");
+        assert_eq!(
+            out, reference_out,
+            "coupling every {every} ticks: outputs differ"
+        );
+        // Sharing slowed something: the comparison covered rate changes.
+        let (alone, _) = run(Instance::Trn1, &p, true);
+        assert!(
+            reference.ticks > alone.ticks,
+            "{} vs {}",
+            reference.ticks,
+            alone.ticks
+        );
+    }
+}
