@@ -47,9 +47,10 @@ for san in "${sanitizers[@]}"; do
   [ "$san" = thread ] && build_std=(-Zbuild-std)
   cargo_test=(cargo +nightly test -q "${build_std[@]}" --target "$host")
   "${cargo_test[@]}" -p nrt-core --lib registry
-  "${cargo_test[@]}" -p nrt-tests --test registry --test registry_stress --test async_exec \
-    --test lifecycle
-  "${cargo_test[@]}" -p nrt-sim --test lnc2 --test engine_share
+  # One invocation for both packages: two would resolve nrt-core's features apart and build
+  # the instrumented simulator twice.
+  "${cargo_test[@]}" -p nrt-tests -p nrt-sim --test registry --test registry_stress \
+    --test async_exec --test lifecycle --test lnc2 --test engine_share
 
   echo "== C threads program, $san-instrumented, linked with the $san-instrumented libnrt.a"
   cargo +nightly build -q "${build_std[@]}" --target "$host" -p nrt-capi
