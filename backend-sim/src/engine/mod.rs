@@ -55,6 +55,8 @@ mod shadow;
 pub mod share;
 mod spec;
 pub mod trace;
+#[cfg(test)]
+mod whole_tests;
 
 pub use act::{
     erf_f64, erfc_f64, gelu_erf_f64, log_f64, log1p_f64, pow_f64, rsqrt_f64, sigmoid_f64, silu_f64,

@@ -44,7 +44,7 @@ pub(super) mod report;
 mod rowops;
 mod select;
 #[cfg(test)]
-mod whole_tests;
+pub(super) mod test_hooks;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -392,10 +392,10 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
     // Every engine of the core at its peak within the device's bandwidth: while no other core
     // shares it, the share `hbm / n` (n ≤ DMA_ENGINES) never falls below the peak.
     let hbm_covers_engines = env.spec.hbm_rate() / DMA_ENGINES as u64 >= peak;
-    // Tests compare against every descriptor run as two phases (`whole_tests`).
+    // Tests compare against every descriptor run as two phases (`engine::whole_tests`).
     #[cfg(test)]
     let (hbm_covers_engines, whole_ok) = {
-        let split = whole_tests::SPLIT_PHASES.with(std::cell::Cell::get);
+        let split = test_hooks::SPLIT_PHASES.with(std::cell::Cell::get);
         (hbm_covers_engines && !split, !split)
     };
     #[cfg(not(test))]
@@ -568,7 +568,7 @@ impl Executor<'_, '_> {
             // Tests couple and uncouple the core at chosen ticks, with a chosen demand of
             // other cores, as `meet_others` does when other cores execute.
             #[cfg(test)]
-            if let Some(others) = whole_tests::coupling_due(self.t) {
+            if let Some(others) = test_hooks::coupling_due(self.t) {
                 self.others = others;
                 self.rates_dirty = true;
                 if others == 0 {
@@ -688,7 +688,7 @@ impl Executor<'_, '_> {
         // Tests' coupling changes happen at exact ticks, whatever else happens then.
         #[cfg(test)]
         {
-            best = best.min(after(whole_tests::next_coupling_change()));
+            best = best.min(after(test_hooks::next_coupling_change()));
         }
         // Every pending DMA phase change lies after `t` (due ones were processed).
         for &n in &self.dma_next {

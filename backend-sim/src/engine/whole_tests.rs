@@ -4,45 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::cell::Cell;
-
+use super::exec::test_hooks::{COUPLING, SPLIT_PHASES};
 use crate::Instance;
 use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
 use crate::engine::program::TensorKind;
 use crate::engine::{
     DType, Device, EngineId, ExecOptions, ExecReport, Program, ProgramBuilder, kernels,
 };
-
-thread_local! {
-    /// Set: every descriptor runs as an overhead phase then a data phase (the schedule before
-    /// `Phase::Whole`).
-    pub(super) static SPLIT_PHASES: Cell<bool> = const { Cell::new(false) };
-    /// `(next, every, others, coupled)`: at tick `next` (an event), then every `every` ticks
-    /// (0: never), the core couples (other cores' `others` engines share
-    /// HBM: the whole descriptors split into their exact phases) or uncouples, in turn.
-    static COUPLING: Cell<(u64, u64, u64, bool)> = const { Cell::new((0, 0, 0, false)) };
-}
-
-/// The other cores' demand from tick `t` on when the core couples or uncouples there (see
-/// `COUPLING`).
-pub(super) fn coupling_due(t: u64) -> Option<u64> {
-    COUPLING.with(|c| {
-        let (next, every, others, coupled) = c.get();
-        if every == 0 || t < next {
-            return None;
-        }
-        c.set((next + every, every, others, !coupled));
-        Some(if coupled { 0 } else { others })
-    })
-}
-
-/// The tick of the next coupling change (`u64::MAX`: none): an event of the executor.
-pub(super) fn next_coupling_change() -> u64 {
-    COUPLING.with(|c| {
-        let (next, every, _, _) = c.get();
-        if every == 0 { u64::MAX } else { next }
-    })
-}
 
 /// `rounds` rounds of `per_round` 8 KiB descriptors over `engines` DMA engines: HBM → SBUF,
 /// SBUF → SBUF and SBUF → HBM, the Sync engine waiting for each round.
