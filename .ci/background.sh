@@ -15,9 +15,11 @@ mkdir -p "$marks"
 . .ci/steps.sh
 
 step "tools: cargo-fuzz and defmt-print (cargo install, when missing)"
-command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked
+# Unoptimised builds (--debug): a third of the compile time, and neither tool does enough
+# work here for its speed to matter (cargo-fuzz drives cargo; defmt-print decodes a few lines).
+command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked --debug
 touch "$marks/tools.done"
-command -v defmt-print > /dev/null || cargo install defmt-print --locked
+command -v defmt-print > /dev/null || cargo install defmt-print --locked --debug
 
 step "no_std core builds for a bare-metal target"
 nostd=(--target thumbv7em-none-eabihf --target-dir target/ci-core)
