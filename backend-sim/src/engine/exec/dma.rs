@@ -378,7 +378,7 @@ impl Executor<'_, '_> {
                     start: t,
                 };
                 de.rate = de.peak;
-                self.dma_next[e] = t + overhead + units.div_ceil(de.peak).max(1);
+                self.dma_next[e] = t + overhead + units.div_ceil(de.peak.max(1)).max(1);
             } else {
                 de.phase = Phase::Overhead {
                     until: t + overhead,
