@@ -497,15 +497,10 @@ impl Executor<'_, '_> {
                 self.others = 0;
                 self.rates_dirty = true;
             }
-            self.whole_hbm = self.hbm_covers_engines;
+            self.set_coupled(false);
             return;
         }
-        if self.whole_hbm {
-            // From now on other cores' demand can slow this core's HBM transfers: the ones
-            // scheduled whole become the phases they are in at this tick.
-            self.whole_hbm = false;
-            self.split_whole_hbm();
-        }
+        self.set_coupled(true);
         if self.next_meet == u64::MAX {
             self.next_meet = (self.t / QUANTUM_TICKS + 1) * QUANTUM_TICKS;
         }
@@ -519,6 +514,18 @@ impl Executor<'_, '_> {
                 let peak = &mut self.report.peak_peer_hbm_engines;
                 *peak = (*peak).max(others as u32);
             }
+        }
+    }
+
+    /// Coupled, other cores' demand can slow this core's HBM transfers: the ones scheduled
+    /// whole become the phases they are in at this tick, and new ones run as two phases.
+    /// Uncoupled, HBM transfers run whole again where the bandwidth covers every engine.
+    fn set_coupled(&mut self, coupled: bool) {
+        if !coupled {
+            self.whole_hbm = self.hbm_covers_engines;
+        } else if self.whole_hbm {
+            self.whole_hbm = false;
+            self.split_whole_hbm();
         }
     }
 
@@ -571,12 +578,7 @@ impl Executor<'_, '_> {
             if let Some(others) = test_hooks::coupling_due(self.t) {
                 self.others = others;
                 self.rates_dirty = true;
-                if others == 0 {
-                    self.whole_hbm = self.hbm_covers_engines;
-                } else if self.whole_hbm {
-                    self.whole_hbm = false;
-                    self.split_whole_hbm();
-                }
+                self.set_coupled(others != 0);
             }
             self.update_rates();
             if self.finished() {
