@@ -78,38 +78,69 @@ pub(super) fn gemm_into(
         }
         return true;
     }
+    // The `gemm` facade crate normalises a call before handing it to its f32 kernel: it
+    // transposes the product (C^T = B^T A^T) when the destination's column stride is the
+    // smaller, which is the case here whenever ldc > 1. The call below makes that same
+    // normalisation and calls the kernel with the arguments the facade would pass, so the
+    // result is bit for bit the facade's.
+    let kernel = gemm_f32::gemm::f32::get_gemm_fn();
     // SAFETY: the crate reads `lhs(i, kk) = a[kk·m + i]` (row stride 1, column stride m) for
     // i < m, kk < k, and `rhs(kk, j) = b[kk·ldb + j]` (row stride ldb, column stride 1) for
     // j < n ≤ ldb: the largest offsets, (k−1)·m + m−1 < k·m and (k−1)·ldb + n−1 <
     // (k−1)·ldb + n, lie inside the slices just bounded to exactly those lengths. It reads
     // (with `read_dst`) and writes `dst(i, j) = c[i·ldc + j]` (row stride ldc, column stride
     // 1) for i < m, j < n ≤ ldc, largest offset (m−1)·ldc + n−1, inside `c` (bounded to
-    // (m−1)·ldc + n); `c` is a unique borrow and so aliases neither input. Without
+    // (m−1)·ldc + n); `c` is a unique borrow and so aliases neither input. Transposed, the
+    // same elements are reached with the roles of rows and columns swapped. Without
     // `read_dst`, `c`'s prior contents (any bits) are never read. `Parallelism::None` keeps
     // the call on this thread, so the borrows outlive every access. Strides fit `isize`
-    // (checked above).
+    // (checked above), all positive.
     unsafe {
-        ::gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            1,
-            lc,
-            accumulate,
-            a.as_ptr(),
-            ms,
-            1,
-            b.as_ptr(),
-            1,
-            ls,
-            1.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            ::gemm::Parallelism::None,
-        );
+        if 1 < lc {
+            kernel(
+                n,
+                m,
+                k,
+                c.as_mut_ptr(),
+                lc,
+                1,
+                accumulate,
+                b.as_ptr(),
+                ls,
+                1,
+                a.as_ptr(),
+                1,
+                ms,
+                1.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                gemm_common::Parallelism::None,
+            );
+        } else {
+            kernel(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                lc,
+                accumulate,
+                a.as_ptr(),
+                ms,
+                1,
+                b.as_ptr(),
+                1,
+                ls,
+                1.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                gemm_common::Parallelism::None,
+            );
+        }
     }
     true
 }
