@@ -51,6 +51,8 @@ mod math;
 mod memory;
 mod nan;
 mod program;
+#[cfg(test)]
+mod run_tests;
 mod shadow;
 pub mod share;
 mod spec;

@@ -14,7 +14,7 @@ use crate::engine::{
 
 /// `rounds` rounds of `per_round` 8 KiB descriptors over `engines` DMA engines: HBM → SBUF,
 /// SBUF → SBUF and SBUF → HBM, the Sync engine waiting for each round.
-fn dma_program(rounds: u32, engines: usize, per_round: u32) -> Program {
+pub(super) fn dma_program(rounds: u32, engines: usize, per_round: u32) -> Program {
     let mut b = ProgramBuilder::new("dma_mix");
     let x = b.input("x", DType::Bf16, &[u64::from(per_round) * 4096]);
     let y = b.output("y", DType::Bf16, &[u64::from(per_round) * 4096]);
@@ -113,6 +113,7 @@ fn whole_descriptors_change_no_tick_counter_event_or_byte() {
         dma_program(2, 5, 37),
         kernels::matmul(256, 512, 256, DType::Bf16, DType::F32).unwrap(),
         kernels::elementwise(kernels::Elementwise::Add, 130, 700, DType::F32).unwrap(),
+        kernels::matmul_looped(300, 700, 520, DType::Bf16, DType::F32).unwrap(),
     ];
     for instance in [Instance::Trn1, Instance::Trn2] {
         for p in &programs {

@@ -58,6 +58,7 @@ impl Executor<'_, '_> {
                     }
                     self.reclass(e);
                 }
+                Phase::Whole { more: 1.., .. } => self.settle_run(e, t, u64::MAX),
                 Phase::Data { queue, start, .. } | Phase::Whole { queue, start, .. } => {
                     self.finish_descriptor(e, queue, start)
                 }
@@ -67,7 +68,7 @@ impl Executor<'_, '_> {
     }
 
     /// Puts engine `e` in the idle phase.
-    fn set_idle(&mut self, e: usize) {
+    pub(super) fn set_idle(&mut self, e: usize) {
         let d = &mut self.dma[e];
         if let Phase::Data { hbm: true, .. } = d.phase {
             self.n_hbm -= 1;
@@ -103,8 +104,15 @@ impl Executor<'_, '_> {
     }
 
     fn finish_descriptor(&mut self, e: usize, queue: usize, start: u64) {
-        let t = self.t;
         self.set_idle(e);
+        self.retire(e, queue, start, self.t);
+    }
+
+    /// The descriptor `queue`'s front transfer has next, started on engine `e` at `start`,
+    /// ended at `end`: its copy, counters and events; the transfer's last updates its
+    /// semaphore.
+    pub(super) fn retire(&mut self, e: usize, queue: usize, start: u64, end: u64) {
+        let t = end;
         let Some(tr) = self.queues[queue].front_mut() else {
             return;
         };
@@ -366,20 +374,29 @@ impl Executor<'_, '_> {
             let overhead = (spec.dma_descriptor_ticks + fixed).max(1);
             let hbm = d.touches_hbm();
             let whole = self.whole_ok && (!hbm || self.whole_hbm);
-            let de = &mut self.dma[e];
             if whole {
-                // Its data phase will run at the peak: one event at its end.
+                // Its data phase will run at the peak: one event at its end, or at the end of
+                // the run it starts (`dma_run.rs`).
                 let units = dma_units(&d);
+                let end = t + overhead + units.div_ceil(self.dma[e].peak.max(1)).max(1);
+                let (more, end) = if self.runs_ok && mask == 1 << qi {
+                    self.plan_run(e, q, end)
+                } else {
+                    (0, end)
+                };
+                let de = &mut self.dma[e];
                 de.phase = Phase::Whole {
                     data_from: t + overhead,
                     units,
                     queue: q,
                     hbm,
                     start: t,
+                    more,
                 };
                 de.rate = de.peak;
-                self.dma_next[e] = t + overhead + units.div_ceil(de.peak.max(1)).max(1);
+                self.dma_next[e] = end;
             } else {
+                let de = &mut self.dma[e];
                 de.phase = Phase::Overhead {
                     until: t + overhead,
                     queue: q,
@@ -397,6 +414,10 @@ impl Executor<'_, '_> {
     pub(super) fn split_whole_hbm(&mut self) {
         let t = self.t;
         for e in 0..DMA_ENGINES {
+            // A run ends with the descriptor in flight: later ones start as two phases.
+            if matches!(self.dma[e].phase, Phase::Whole { more: 1.., .. }) {
+                self.settle_run(e, t, t + 1);
+            }
             let d = &mut self.dma[e];
             let Phase::Whole {
                 data_from,
@@ -404,6 +425,7 @@ impl Executor<'_, '_> {
                 queue,
                 hbm: true,
                 start,
+                ..
             } = d.phase
             else {
                 continue;

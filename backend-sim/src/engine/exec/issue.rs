@@ -159,6 +159,10 @@ impl Executor<'_, '_> {
                         .dma_trigger_latency_ticks
                         .unwrap_or(self.env.spec.dma_trigger_latency_ticks),
                 });
+                // The engine's round-robin now has a second queue to choose from at each
+                // descriptor boundary: a run on another queue ends with its descriptor in
+                // flight.
+                self.cut_run(usize::from(dma), q);
                 // NeuronCore-v3 generates a trigger's descriptors in hardware (DGE), which
                 // holds the issuing sequencer; v2 triggers pre-built descriptors.
                 let dge = self.env.spec.dge_ticks(count);

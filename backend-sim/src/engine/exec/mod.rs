@@ -2,10 +2,12 @@
 //! 256 semaphores, SBUF/PSUM port arbitration, hazard detection, counters and an event log.
 //!
 //! Time advances event to event: between two events nothing observable changes, so the
-//! executor jumps over idle ticks. The model is defined on event ticks: a sequencer that issued
-//! at tick t tries its next instruction at the next event of any kind (a completion, a DMA phase
-//! change, a port release), not at t + 1, so the result is deterministic but is not what a
-//! stepper that tried to issue on every tick would produce.
+//! executor jumps over idle ticks. Every change that can let a sequencer issue is an event (a
+//! unit or port freeing up, a semaphore or queue change, the tick after an issue followed by a
+//! loop instruction), so the schedule does not depend on which other events there are: waking
+//! the executor at every tick, as a stepper would, gives the same report (tested on the
+//! engine's kernels and DMA-bound programs: `engine::run_tests`),
+//! which is what lets whole descriptors and runs of descriptors (`dma_run.rs`) drop events.
 //!
 //! The work per event is kept to what changed: a DMA data phase's progress is applied only when
 //! its rate changes (exact integers), DMA counters are charged per phase interval, the issue
@@ -26,7 +28,8 @@
 //!   `elementwise.rs` (chains, scans, reciprocal, activate), `reduce.rs` (reductions,
 //!   statistics, top-8) and `select.rs` (selects, transposes);
 //! * `dma.rs` — DMA engines: queue arbitration, descriptor phases, shared HBM rates, copies;
-//!   `dma_block.rs` — the copy of a block descriptor;
+//!   `dma_block.rs` — the copy of a block descriptor; `dma_run.rs` — a transfer's
+//!   descriptors run back to back as one event;
 //! * `hazards.rs` — hazard checks and access records (the glue to the `shadow` index);
 //! * `cost.rs` — the timing model: published constants and instruction costs;
 //! * `report.rs` — the public options and report types (independent of the executor).
@@ -34,6 +37,7 @@
 pub(super) mod cost;
 mod dma;
 mod dma_block;
+mod dma_run;
 mod effects;
 mod elementwise;
 mod hazards;
@@ -176,6 +180,9 @@ enum Phase {
         queue: usize,
         hbm: bool,
         start: u64,
+        /// Descriptors of the same transfer that follow it back to back in one event (a run:
+        /// `dma_run.rs`), 0 for a lone descriptor; `dma_next` is the end of the last.
+        more: u32,
     },
 }
 
@@ -280,6 +287,9 @@ struct Executor<'a, 'e> {
     /// Whether any descriptor may run as `Phase::Whole` (false only in tests comparing
     /// against the two-phase schedule).
     whole_ok: bool,
+    /// Whether a transfer's descriptors may run back to back as one event (`dma_run.rs`):
+    /// not while the hazard check runs or descriptor events are recorded.
+    runs_ok: bool,
     /// The rate of each of them (they share HBM equally).
     hbm_rate: u64,
     /// An engine entered an HBM data phase and awaits its rate.
@@ -400,6 +410,9 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
     };
     #[cfg(not(test))]
     let whole_ok = true;
+    let runs_ok = whole_ok && !check_hazards && !(opts.record_events && opts.record_descriptors);
+    #[cfg(test)]
+    let runs_ok = runs_ok && !test_hooks::NO_RUNS.with(std::cell::Cell::get);
     let mut m = Executor {
         env,
         opts: *opts,
@@ -432,6 +445,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         whole_hbm: hbm_covers_engines,
         hbm_covers_engines,
         whole_ok,
+        runs_ok,
         hbm_rate: peak,
         rates_dirty: false,
         others: 0,
@@ -471,6 +485,8 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         fbuf: [Vec::new(), Vec::new()],
     };
     m.run();
+    // Descriptors of runs in flight that ended by now (a timeout or a failed check).
+    m.settle_runs();
     // A lock-step group stops waiting for this member as soon as its program ends (the device
     // also leaves it for the member however its run ends: `share::MemberGuard`).
     if let Some(link) = m.env.link {
@@ -550,6 +566,7 @@ impl Executor<'_, '_> {
                             // sequencer go on issuing in this tick.
                             *done = !std::mem::take(&mut self.again);
                             any = true;
+                            self.wake_for_loop(i);
                         }
                     }
                     if !any {
@@ -607,6 +624,22 @@ impl Executor<'_, '_> {
                     self.t = tn;
                 }
             }
+        }
+    }
+
+    /// A loop instruction runs in the sequencer whatever its data path does, so one that
+    /// follows an instruction issued at this tick issues at the next tick: an event then,
+    /// as after a loop instruction (`wake_at`). Without it the sequencer would try at
+    /// whatever event came next, and the schedule would depend on which events the DMA
+    /// engines happen to have.
+    fn wake_for_loop(&mut self, i: usize) {
+        if self.env.plan.is_none() {
+            return;
+        }
+        let s = &self.seqs[i];
+        let stream = self.env.program.stream(s.engine);
+        if stream.get(s.pc).is_some_and(Instr::is_loop) {
+            self.wake_at = self.t + timing::CONTROL_TICKS;
         }
     }
 
@@ -691,6 +724,10 @@ impl Executor<'_, '_> {
         #[cfg(test)]
         {
             best = best.min(after(test_hooks::next_coupling_change()));
+            let every = test_hooks::EXTRA_EVENTS.with(std::cell::Cell::get);
+            if let Some(n) = t.checked_div(every) {
+                best = best.min((n + 1) * every);
+            }
         }
         // Every pending DMA phase change lies after `t` (due ones were processed).
         for &n in &self.dma_next {

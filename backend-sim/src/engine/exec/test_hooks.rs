@@ -1,5 +1,6 @@
-//! Test hooks of the executor (`cfg(test)` only): force the two-phase DMA schedule, or couple
-//! and uncouple a core at chosen ticks. Set by `engine::whole_tests`, read by the run loop.
+//! Test hooks of the executor (`cfg(test)` only): force the two-phase DMA schedule or turn
+//! runs off, count runs, or couple and uncouple a core at chosen ticks. Set by
+//! `engine::whole_tests` and `engine::run_tests`, read by the run loop.
 
 use std::cell::Cell;
 
@@ -10,6 +11,14 @@ thread_local! {
     /// `(next, every, others, coupled)`: at tick `next` (an event), then every `every` ticks
     /// (0: never), the core couples (other cores' `others` engines share
     /// HBM: the whole descriptors split into their exact phases) or uncouples, in turn.
+    /// Set: no transfer's descriptors run back to back as one event (`dma_run.rs`).
+    pub(crate) static NO_RUNS: Cell<bool> = const { Cell::new(false) };
+    /// Runs planned, and runs cut short by a transfer queued on another queue of the engine,
+    /// since the counters were last reset.
+    pub(crate) static RUNS: Cell<u64> = const { Cell::new(0) };
+    pub(crate) static CUTS: Cell<u64> = const { Cell::new(0) };
+    /// Extra events every this many ticks (0: none): the schedule must not depend on them.
+    pub(crate) static EXTRA_EVENTS: Cell<u64> = const { Cell::new(0) };
     pub(crate) static COUPLING: Cell<(u64, u64, u64, bool)> = const { Cell::new((0, 0, 0, false)) };
 }
 
