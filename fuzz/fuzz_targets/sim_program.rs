@@ -1,7 +1,10 @@
 //! Raw bytes → the simulator's program decoder (`Program::from_bytes`, which validates); a
 //! program that decodes is re-encoded and decoded again (the encoding must be stable), loaded
 //! on a small simulated device, given arbitrary input bytes, executed with small tick, event
-//! and hazard limits, rendered as a trace and unloaded (all its HBM given back).
+//! and hazard limits, rendered as a trace and unloaded (all its HBM given back). A clean
+//! execution is repeated (the hazard check then skipped) and repeated again without
+//! descriptor events (descriptors then run back to back as one event where they can): the
+//! three must agree.
 //!
 //! Inputs that do not start with the magic are also tried behind a valid preamble (magic,
 //! format 1.0, no flags), so mutations reach the sections.
@@ -113,6 +116,20 @@ fn run(bytes: &[u8]) {
                 assert_eq!(again.dma_engines, report.dma_engines);
                 assert_eq!(again.semaphores, report.semaphores);
                 assert_eq!(again.events.len(), report.events.len());
+                assert_eq!(outputs(&dev), first);
+                // Without descriptor events a transfer's descriptors may run back to back as
+                // one event (`exec/dma_run.rs`): the schedule must not change.
+                let quiet = ExecOptions {
+                    record_descriptors: false,
+                    ..opts
+                };
+                let runs = dev.execute(&lp, &quiet).expect("a third execution");
+                assert!(!runs.hazards_checked);
+                assert_eq!(runs.status, report.status);
+                assert_eq!(runs.ticks, report.ticks);
+                assert_eq!(runs.engines, report.engines);
+                assert_eq!(runs.dma_engines, report.dma_engines);
+                assert_eq!(runs.semaphores, report.semaphores);
                 assert_eq!(outputs(&dev), first);
             }
         }
