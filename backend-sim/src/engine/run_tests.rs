@@ -6,10 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::exec::test_hooks::{COUPLING, CUTS, EXTRA_EVENTS, NO_RUNS, RUNS};
-use super::whole_tests::dma_program;
+use super::whole_tests::{dma_program, loaded, outputs};
 use crate::Instance;
 use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
-use crate::engine::program::TensorKind;
 use crate::engine::{
     DType, Device, EngineId, ExecOptions, ExecReport, Program, ProgramBuilder, kernels,
 };
@@ -26,17 +25,7 @@ fn repeat(
     every: u64,
     others: u64,
 ) -> (ExecReport, Vec<Vec<u8>>, u64) {
-    let dev = Device::new(instance);
-    let lp = dev.load(0, program.clone()).unwrap();
-    for t in program
-        .tensors
-        .iter()
-        .filter(|t| t.kind == TensorKind::Input)
-    {
-        let bytes = t.size_bytes().unwrap();
-        let data: Vec<u8> = (0..bytes).map(|i| (i * 7 + 3) as u8).collect();
-        dev.write_tensor(&lp, &t.name, &data).unwrap();
-    }
+    let (dev, lp) = loaded(instance, program, 7, 3);
     let first = dev
         .execute(
             &lp,
@@ -61,12 +50,7 @@ fn repeat(
     let planned = RUNS.with(std::cell::Cell::get);
     NO_RUNS.with(|c| c.set(false));
     COUPLING.with(|c| c.set((0, 0, 0, false)));
-    let outputs = program
-        .tensors
-        .iter()
-        .filter(|t| t.kind == TensorKind::Output)
-        .map(|t| dev.read_tensor(&lp, &t.name).unwrap())
-        .collect();
+    let outputs = outputs(&dev, &lp, program);
     (report, outputs, planned)
 }
 
@@ -276,17 +260,7 @@ fn with_extra_events(
     program: &Program,
     every: u64,
 ) -> (ExecReport, Vec<Vec<u8>>) {
-    let dev = Device::new(instance);
-    let lp = dev.load(0, program.clone()).unwrap();
-    for t in program
-        .tensors
-        .iter()
-        .filter(|t| t.kind == TensorKind::Input)
-    {
-        let bytes = t.size_bytes().unwrap();
-        let data: Vec<u8> = (0..bytes).map(|i| (i * 5 + 1) as u8).collect();
-        dev.write_tensor(&lp, &t.name, &data).unwrap();
-    }
+    let (dev, lp) = loaded(instance, program, 5, 1);
     EXTRA_EVENTS.with(|c| c.set(every));
     let report = dev.execute(
         &lp,
@@ -296,12 +270,7 @@ fn with_extra_events(
         },
     );
     EXTRA_EVENTS.with(|c| c.set(0));
-    let outputs = program
-        .tensors
-        .iter()
-        .filter(|t| t.kind == TensorKind::Output)
-        .map(|t| dev.read_tensor(&lp, &t.name).unwrap())
-        .collect();
+    let outputs = outputs(&dev, &lp, program);
     (report.unwrap(), outputs)
 }
 

@@ -9,7 +9,8 @@ use crate::Instance;
 use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
 use crate::engine::program::TensorKind;
 use crate::engine::{
-    DType, Device, EngineId, ExecOptions, ExecReport, Program, ProgramBuilder, kernels,
+    DType, Device, EngineId, ExecOptions, ExecReport, LoadedProgram, Program, ProgramBuilder,
+    kernels,
 };
 
 /// `rounds` rounds of `per_round` 8 KiB descriptors over `engines` DMA engines: HBM → SBUF,
@@ -59,6 +60,38 @@ pub(super) fn dma_program(rounds: u32, engines: usize, per_round: u32) -> Progra
     b.build().unwrap()
 }
 
+/// `program` loaded on core 0 of a new `instance` device, its inputs filled with the bytes
+/// `i * mul + add`.
+pub(super) fn loaded(
+    instance: Instance,
+    program: &Program,
+    mul: u64,
+    add: u64,
+) -> (Device, LoadedProgram) {
+    let dev = Device::new(instance);
+    let lp = dev.load(0, program.clone()).unwrap();
+    for t in program
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Input)
+    {
+        let bytes = t.size_bytes().unwrap();
+        let data: Vec<u8> = (0..bytes).map(|i| (i * mul + add) as u8).collect();
+        dev.write_tensor(&lp, &t.name, &data).unwrap();
+    }
+    (dev, lp)
+}
+
+/// Every output of `program` as loaded in `lp`.
+pub(super) fn outputs(dev: &Device, lp: &LoadedProgram, program: &Program) -> Vec<Vec<u8>> {
+    program
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Output)
+        .map(|t| dev.read_tensor(lp, &t.name).unwrap())
+        .collect()
+}
+
 /// Runs `program` on `instance` with its inputs filled with a pattern: the report and every
 /// output's bytes.
 fn run(instance: Instance, program: &Program, split: bool) -> (ExecReport, Vec<Vec<u8>>) {
@@ -76,17 +109,7 @@ fn run_splitting(
 ) -> (ExecReport, Vec<Vec<u8>>) {
     SPLIT_PHASES.with(|c| c.set(split));
     COUPLING.with(|c| c.set((every, every, others, false)));
-    let dev = Device::new(instance);
-    let lp = dev.load(0, program.clone()).unwrap();
-    for t in program
-        .tensors
-        .iter()
-        .filter(|t| t.kind == TensorKind::Input)
-    {
-        let bytes = t.size_bytes().unwrap();
-        let data: Vec<u8> = (0..bytes).map(|i| (i * 7 + 3) as u8).collect();
-        dev.write_tensor(&lp, &t.name, &data).unwrap();
-    }
+    let (dev, lp) = loaded(instance, program, 7, 3);
     let opts = ExecOptions {
         record_events: true,
         record_descriptors: true,
@@ -94,12 +117,7 @@ fn run_splitting(
         ..ExecOptions::default()
     };
     let report = dev.execute(&lp, &opts).unwrap();
-    let outputs = program
-        .tensors
-        .iter()
-        .filter(|t| t.kind == TensorKind::Output)
-        .map(|t| dev.read_tensor(&lp, &t.name).unwrap())
-        .collect();
+    let outputs = outputs(&dev, &lp, program);
     SPLIT_PHASES.with(|c| c.set(false));
     COUPLING.with(|c| c.set((0, 0, 0, false)));
     (report, outputs)
