@@ -67,6 +67,11 @@ impl Executor<'_, '_> {
         }
     }
 
+    /// Ticks engine `e` takes to move `units` at its peak (at least one).
+    pub(super) fn data_ticks(&self, e: usize, units: u64) -> u64 {
+        units.div_ceil(self.dma[e].peak.max(1)).max(1)
+    }
+
     /// Puts engine `e` in the idle phase.
     pub(super) fn set_idle(&mut self, e: usize) {
         let d = &mut self.dma[e];
@@ -378,7 +383,7 @@ impl Executor<'_, '_> {
                 // Its data phase will run at the peak: one event at its end, or at the end of
                 // the run it starts (`dma_run.rs`).
                 let units = dma_units(&d);
-                let end = t + overhead + units.div_ceil(self.dma[e].peak.max(1)).max(1);
+                let end = t + overhead + self.data_ticks(e, units);
                 let (more, end) = if self.runs_ok && mask == 1 << qi {
                     self.plan_run(e, q, end)
                 } else {

@@ -21,7 +21,7 @@
 use super::cost::dma_units;
 use super::{Executor, Phase};
 use crate::engine::isa::{DmaDescriptor, shift_descriptor};
-use crate::engine::memory::{DMA_ENGINES, DMA_QUEUES};
+use crate::engine::memory::DMA_ENGINES;
 
 /// Most descriptors after the first in one run: bounds the work of planning a run (a cut
 /// transfer plans its remainder again when it next runs alone).
@@ -46,7 +46,7 @@ impl Executor<'_, '_> {
     /// at the engine's peak.
     fn member_ticks(&self, e: usize, d: &DmaDescriptor) -> u64 {
         let overhead = self.env.spec.dma_descriptor_ticks.max(1);
-        overhead.saturating_add(dma_units(d).div_ceil(self.dma[e].peak.max(1)).max(1))
+        overhead.saturating_add(self.data_ticks(e, dma_units(d)))
     }
 
     /// Whether a member of a run may run whole: not HBM, or HBM while nothing can slow it.
@@ -92,9 +92,8 @@ impl Executor<'_, '_> {
         else {
             return;
         };
-        let peak = self.dma[e].peak.max(1);
         let overhead = self.env.spec.dma_descriptor_ticks.max(1);
-        let mut end = data_from.saturating_add(units.div_ceil(peak).max(1));
+        let mut end = data_from.saturating_add(self.data_ticks(e, units));
         while end <= until {
             self.retire(e, queue, start, end);
             let next = if more > 0 && end < cut_from {
@@ -147,7 +146,7 @@ impl Executor<'_, '_> {
             ..
         }) = self.dma.get(e).map(|d| d.phase)
         {
-            if q != queue && q / DMA_QUEUES == e {
+            if q != queue {
                 let t = self.t;
                 self.settle_run(e, t, t);
             }

@@ -8,9 +8,6 @@ thread_local! {
     /// Set: every descriptor runs as an overhead phase then a data phase (the schedule before
     /// `Phase::Whole`).
     pub(crate) static SPLIT_PHASES: Cell<bool> = const { Cell::new(false) };
-    /// `(next, every, others, coupled)`: at tick `next` (an event), then every `every` ticks
-    /// (0: never), the core couples (other cores' `others` engines share
-    /// HBM: the whole descriptors split into their exact phases) or uncouples, in turn.
     /// Set: no transfer's descriptors run back to back as one event (`dma_run.rs`).
     pub(crate) static NO_RUNS: Cell<bool> = const { Cell::new(false) };
     /// Runs planned, and runs cut short by a transfer queued on another queue of the engine,
@@ -19,6 +16,9 @@ thread_local! {
     pub(crate) static CUTS: Cell<u64> = const { Cell::new(0) };
     /// Extra events every this many ticks (0: none): the schedule must not depend on them.
     pub(crate) static EXTRA_EVENTS: Cell<u64> = const { Cell::new(0) };
+    /// `(next, every, others, coupled)`: at tick `next` (an event), then every `every` ticks
+    /// (0: never), the core couples (other cores' `others` engines share
+    /// HBM: the whole descriptors split into their exact phases) or uncouples, in turn.
     pub(crate) static COUPLING: Cell<(u64, u64, u64, bool)> = const { Cell::new((0, 0, 0, false)) };
 }
 
