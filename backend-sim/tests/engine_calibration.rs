@@ -7,7 +7,7 @@
 //! count as validation. Sources (aws-neuron/aws-neuron-sdk):
 //!
 //! * DO: `nki/get-started/about/nki-dma-overview.rst` (@ 81ce03ae), the two profiled DMA
-//!   examples (trn2);
+//!   examples (trn2) and the throughput curve against bytes per partition;
 //! * DB: `nki/deep-dives/nki-dma-bandwidth-guide.rst` (@ 81ce03ae), per-engine bandwidth;
 //! * A2 / A3: `nki/guides/architecture/trainium_inferentia2_arch.rst` and
 //!   `trainium2_arch.rst` (@ 81ce03ae), clocks, peak rates, cost rules;
@@ -108,15 +108,80 @@ fn trn2_dma_2kib_as_eight_rows_reproduces_its_fit() {
     );
 }
 
-/// Fit, not validation. The NeuronCore-v2 fixed DMA costs were fitted so that DO's
-/// 32 KiB example (measured on trn2) takes 1,416 ns at 27.2 GB/s per engine; this keeps the
-/// fit visible. No published trn1 single-transfer measurement exists to check it against.
+/// DO's throughput curve ("DMA Throughput varying Bytes per Partition for p_dim = 128",
+/// `nki/img/overviews/nki-dma-intro-1.jpg` @ 81ce03ae, 1200 × 900 pixels): the y pixel of each
+/// point (centre) for 32 B .. 32 KiB per partition, and of the x axis. The axis has no values
+/// and the page no generation; the text says 4 KiB "nearly saturate[s]" the bandwidth.
+const DO_CURVE: [(u32, u32); 11] = [
+    (32, 694),
+    (64, 689),
+    (128, 679),
+    (256, 657),
+    (512, 614),
+    (1024, 523),
+    (2048, 361),
+    (4096, 297),
+    (8192, 290),
+    (16384, 287),
+    (32768, 283),
+];
+const DO_CURVE_AXIS_Y: u32 = 700;
+
+/// Four `[128, row_bytes]` loads in a row on trn1, each spread over the 16 DMA engines
+/// (eight rows per engine) from SyncE: bytes per tick.
+fn trn1_loads_per_tick(row_bytes: u32) -> f64 {
+    let mut b = ProgramBuilder::new("curve");
+    let t = b.input("x", DType::Bf16, &[128, u64::from(row_bytes / 2)]);
+    let s = b.sem().unwrap();
+    let descs = row_loads(t, 128, row_bytes);
+    let mut total = 0;
+    for _ in 0..4 {
+        total += b.dma_spread(EngineId::Sync, &descs, 0, s, 16);
+    }
+    b.wait(EngineId::Sync, s, total);
+    let r = exec(b.build().unwrap(), &[]);
+    r.result().unwrap();
+    check_counters(&r);
+    (4 * 128 * u64::from(row_bytes)) as f64 / r.ticks as f64
+}
+
+/// Fit, not validation. NeuronCore-v2's fixed DMA costs were fitted (least squares, at DB's
+/// 17 B/ns) to DO's curve normalised to its 32 KiB point, and this keeps the fit visible: the
+/// model's throughput against bytes per partition, normalised the same way, follows the
+/// curve to within 0.09 RMS and 0.16 at every point. The model (fixed costs plus bytes at the
+/// rate) bends more gently than the curve: it is above it up to 1 KiB and below it at 2 and
+/// 4 KiB (docs/SIM_ISA.md, "What was fitted").
 #[test]
-fn trn1_dma_32kib_on_one_engine_reproduces_its_fit() {
+fn trn1_dma_throughput_follows_the_curve_it_was_fitted_to() {
+    let top = f64::from(DO_CURVE_AXIS_Y - DO_CURVE[10].1);
+    let peak = trn1_loads_per_tick(32768);
+    let mut squares = 0.0;
+    for (bytes, y) in DO_CURVE {
+        let published = f64::from(DO_CURVE_AXIS_Y - y) / top;
+        let model = trn1_loads_per_tick(bytes) / peak;
+        let d = model - published;
+        assert!(
+            d.abs() <= 0.16,
+            "{bytes} B per partition: model {model:.3}, curve {published:.3}"
+        );
+        squares += d * d;
+    }
+    let rms = (squares / DO_CURVE.len() as f64).sqrt();
+    assert!(rms <= 0.09, "RMS {rms:.3}");
+}
+
+/// Checks DB's TRN1 table figure where it is stated to hold: "Large contiguous payloads
+/// (≥4 KiB per partition) amortize this fixed overhead and allow each engine to sustain its
+/// peak throughput" of 17 B/ns, 272 GB/s for 16 engines. The rate is the model's constant, so
+/// this checks only that the fixed costs are amortised by 32 KiB per partition (within 10 %);
+/// at 4 KiB the model reaches 78 % of the peak, not the curve's 97 % (see above).
+#[test]
+fn trn1_large_loads_reach_the_published_272_gbps() {
+    let gbps = trn1_loads_per_tick(32768) * 1.4;
     within(
-        one_engine_load(Instance::Trn1, 1, 32768),
-        1416.0,
-        "32 KiB on one trn1 DMA engine (ns)",
+        gbps,
+        272.0,
+        "trn1, 32 KiB per partition over 16 engines (GB/s)",
     );
 }
 

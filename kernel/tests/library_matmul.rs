@@ -126,10 +126,10 @@ fn resident_schedule_is_dma_efficient_and_overlaps() {
     let pe_total: u64 = pe.iter().map(|(s, e)| e - s).sum();
     let dma_total: u64 = dma.iter().map(|(s, e)| e - s).sum();
     let both = overlap(&dma, &pe);
-    // Bytes moved over the 410 GB/s a core's DMA engines share (136/7·16 B per tick, at
-    // most 410/1.4 = 292.9 B per tick): the DMA-bound lower limit.
+    // Bytes moved at the 272 GB/s of a core's 16 DMA engines (the DMA bandwidth guide's
+    // 17 B/ns each on TRN1: 272/1.4 = 194.3 B per tick): the DMA-bound lower limit.
     let bytes = (m * kd + kd * n) * 2 + m * n * 4;
-    let bound = bytes as f64 / (410.0 / 1.4);
+    let bound = bytes as f64 / (272.0 / 1.4);
     eprintln!(
         "resident {} ticks ({:.2} x the DMA bound {bound:.0}), streamed {streamed}; DMA busy \
          {dma_total}; TensorE busy {pe_total}, overlapping DMA {both}",

@@ -10,6 +10,7 @@ use super::exec::{ExecEnv, ExecOptions, ExecReport, HbmWrites, run_program};
 use super::memory::{DMA_ENGINES, Hbm, OnChip};
 use super::program::{LoopPlan, Program, TensorKind};
 use super::share::{CoreLink, HbmBoard, Lockstep};
+use super::spec::CoreSpec;
 use crate::Instance;
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
@@ -44,6 +45,9 @@ pub struct Device {
     hbm: Hbm,
     cores: Vec<CoreSlot>,
     next_load: AtomicU64,
+    /// The figures its cores run with: the instance's generation, or a study's variant
+    /// ([`Device::with_hbm_mbps`]).
+    spec: CoreSpec,
     /// How the executing cores share the HBM bandwidth.
     board: HbmBoard,
 }
@@ -132,6 +136,32 @@ impl Device {
 
     /// A device with a chosen HBM capacity (for tests of capacity limits).
     pub fn with_hbm_capacity(instance: Instance, hbm_bytes: u64) -> Self {
+        Self::build(instance, hbm_bytes, *instance.core_spec())
+    }
+
+    /// A device of `instance` whose HBM bandwidth is `hbm_mbps` MB/s instead of its
+    /// generation's published figure: a study of a device on which the cores' DMA engines
+    /// can contend for HBM (with the published figures they cannot: docs/SIM_ISA.md, "HBM
+    /// shared by the cores"). `NRT_INVALID` unless the rate is a whole number of 200 MB/s
+    /// steps from 200 MB/s to 100 TB/s (the DMA arithmetic is exact integers).
+    pub fn with_hbm_mbps(instance: Instance, hbm_mbps: u64) -> Result<Self, Error> {
+        if hbm_mbps == 0 || hbm_mbps % 200 != 0 || hbm_mbps > 100_000_000 {
+            return Err(err!(
+                Invalid,
+                "HBM bandwidth {hbm_mbps} MB/s: must be a multiple of 200 MB/s from 200 to \
+                 100,000,000"
+            ));
+        }
+        let spec = CoreSpec {
+            hbm_mbps_per_device: hbm_mbps,
+            ..*instance.core_spec()
+        };
+        Ok(Self::build(instance, instance.hbm_bytes_per_device(), spec))
+    }
+
+    fn build(instance: Instance, hbm_bytes: u64, spec: CoreSpec) -> Self {
+        let engines = u64::from(instance.cores_per_device()) * DMA_ENGINES as u64;
+        let binds = engines.saturating_mul(spec.engine_rate()) > spec.hbm_rate();
         Self {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             instance,
@@ -140,11 +170,8 @@ impl Device {
                 .map(|_| Mutex::new(None))
                 .collect(),
             next_load: AtomicU64::new(1),
-            board: HbmBoard::new(instance.cores_per_device(), {
-                let spec = instance.core_spec();
-                let engines = u64::from(instance.cores_per_device()) * DMA_ENGINES as u64;
-                engines.saturating_mul(spec.engine_rate()) > spec.hbm_rate()
-            }),
+            spec,
+            board: HbmBoard::new(instance.cores_per_device(), binds),
         }
     }
 
@@ -156,6 +183,11 @@ impl Device {
     /// The instance family.
     pub fn instance(&self) -> Instance {
         self.instance
+    }
+
+    /// The figures its cores run with (the instance's generation unless a study changed one).
+    pub fn core_spec(&self) -> &CoreSpec {
+        &self.spec
     }
 
     /// Physical cores.
@@ -196,7 +228,7 @@ impl Device {
             ));
         }
         program.validate()?;
-        let spec = self.instance.core_spec();
+        let spec = &self.spec;
         let extent = program.sbuf_extent();
         if extent > spec.sbuf_partition_bytes as u64 {
             return Err(err!(
@@ -480,7 +512,7 @@ impl Device {
     ) -> ExecReport {
         // Out of the group however this ends (the executor itself leaves as it finishes).
         let _member = group.map(|(g, me, _)| g.member(me));
-        let spec = self.instance.core_spec();
+        let spec = &self.spec;
         let core = slot.get_or_insert_with(|| CoreMem {
             sbuf: OnChip::sbuf_of(spec),
             psum: OnChip::psum(),

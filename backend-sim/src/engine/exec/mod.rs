@@ -242,7 +242,7 @@ pub(crate) struct ExecEnv<'a> {
     /// clean; see `ExecOptions::recheck_hazards`).
     pub(crate) check_hazards: bool,
     /// The generation's figures (clocks, DMA rates, ports).
-    pub(crate) spec: &'static CoreSpec,
+    pub(crate) spec: &'a CoreSpec,
     /// How this core shares its device's HBM with the other cores (`None`: alone, with all
     /// of it).
     pub(crate) link: Option<CoreLink<'a>>,
