@@ -215,4 +215,4 @@ fn deterministic_golden() {
 
 /// 6,541 ticks since the next LoadStationary loads in the background of a matmul, with the
 /// semaphore waits and updates between them issued behind it (6,550 before).
-const GOLDEN: (u64, u64, u64, usize) = (4396245624586279475, 7474, 7966016946542425857, 825);
+const GOLDEN: (u64, u64, u64, usize) = (4396245624586279475, 6422, 16749375898110854037, 825);

@@ -1,9 +1,9 @@
 //! The looped matmul (`kernels::matmul_looped`, format 1.1 loops): bit-identical to the
 //! unrolled `kernels::matmul` with the same tiling, ticks compared, program size independent
 //! of the problem size; and the 8192 × 8192 × 8192 bf16 → fp32 run, checked on sampled output
-//! tiles against an f64 reference (`#[ignore]`d: 20-200 s in a release build, depending on
-//! the machine's load — 32.02 ms simulated on trn1, built in about 1 ms — far longer in
-//! debug; run it with
+//! tiles against an f64 reference (`#[ignore]`d: 80-200 s in a release build, depending on
+//! the machine's load — 26.25 ms simulated, built in about 1 ms — far longer in debug; run it
+//! with
 //! `cargo test --release -p nrt-sim --test suite -- engine_loops_matmul:: --ignored --nocapture`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -131,7 +131,7 @@ fn ref_elem(a: &[f32], b: &[f32], m: usize, k: usize, n: usize, i: usize, j: usi
 }
 
 #[test]
-#[ignore = "the full 8192^3 run: 20-200 s in a release build, far longer in debug"]
+#[ignore = "the full 8192^3 run: 80-200 s in a release build, far longer in debug"]
 fn looped_matmul_8192_cubed() {
     let (m, k, n) = (8192usize, 8192usize, 8192usize);
     let t = Instant::now();

@@ -425,8 +425,7 @@ fn dma_casts_round_to_nearest_even() {
 
 /// Rule (cost): a block copy costs what a byte copy of its larger side costs; a transposing
 /// one moves its bytes at 90 % of the rate (Trainium2 guide): one 8 KiB descriptor's data
-/// phase on trn1 (85/7 bytes per tick) is ⌈8192·7/85⌉ = 675 ticks copied,
-/// ⌈8192·(10/9)·7/85⌉ = 750 transposed.
+/// phase is ⌈8192·7/136⌉ = 422 ticks copied, ⌈8192·(10/9)·7/136⌉ = 469 transposed.
 #[test]
 fn dma_block_costs() {
     let xb = vec![0u8; 8192];
@@ -457,5 +456,5 @@ fn dma_block_costs() {
         &[plain, cast, transpose],
     );
     let first = 64 + 232;
-    assert_eq!(d, vec![first + 675, first + 675, first + 750]);
+    assert_eq!(d, vec![first + 422, first + 422, first + 469]);
 }

@@ -126,10 +126,10 @@ fn resident_schedule_is_dma_efficient_and_overlaps() {
     let pe_total: u64 = pe.iter().map(|(s, e)| e - s).sum();
     let dma_total: u64 = dma.iter().map(|(s, e)| e - s).sum();
     let both = overlap(&dma, &pe);
-    // Bytes moved at the 272 GB/s of a core's 16 DMA engines (the DMA bandwidth guide's
-    // 17 B/ns each on TRN1: 272/1.4 = 194.3 B per tick): the DMA-bound lower limit.
+    // Bytes moved at the 435.2 GB/s of a core's 16 DMA engines at 27.2 GB/s each (136/7·16 =
+    // 310.9 B per tick): the DMA-bound lower limit.
     let bytes = (m * kd + kd * n) * 2 + m * n * 4;
-    let bound = bytes as f64 / (272.0 / 1.4);
+    let bound = bytes as f64 / (435.2 / 1.4);
     eprintln!(
         "resident {} ticks ({:.2} x the DMA bound {bound:.0}), streamed {streamed}; DMA busy \
          {dma_total}; TensorE busy {pe_total}, overlapping DMA {both}",

@@ -1,7 +1,7 @@
 //! The ONNX-facing emitters at model sizes (ResNet-50 and BERT-base layers, batch 1): each
 //! builds, runs hazard-free, and — in the ignored `sizes_report` — prints its build and host
-//! run time, its simulated ticks and the DMA floor (its HBM bytes at the 272 GB/s of a trn1
-//! core's 16 DMA engines at the published 17 B/ns, 1360/7 ≈ 194 bytes per tick).
+//! run time, its simulated ticks and the DMA floor (its HBM bytes at the 435.2 GB/s of a
+//! core's 16 DMA engines at 27.2 GB/s, 2176/7 ≈ 311 bytes per tick).
 //! `cargo test -p nrt-kernel --test library_onnx_sizes -- --ignored --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -173,7 +173,7 @@ fn sizes_report() {
             b.as_secs_f64() * 1e3,
             r.as_secs_f64() * 1e3,
             report.ticks,
-            bytes * 7 / 1360
+            bytes * 7 / 2176
         );
     }
 }

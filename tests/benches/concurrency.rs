@@ -227,9 +227,8 @@ fn main() {
          | --- | ---: | ---: | ---: | --- |\n{l1}\n{l2}\n\n\
          Simulated time of the LNC-2 case: each subgraph alone {apart:.2} µs; both together \
          {together:.2} µs (a trn2 device's 3 TB/s covers all its engines at their peaks, so \
-         its cores never hold each other back; with the published figures a trn1 device's \
-         820 GB/s covers its engines too, and only a study device with slower HBM, \
-         `Device::with_hbm_mbps`, makes lock-stepped subgraphs meet, every 1,024 ticks).\n"
+         its cores never hold each other back; on trn1 they can, and lock-stepped subgraphs \
+         then meet every 1,024 ticks).\n"
     );
     let path = nrt_tests::write_performance_section("concurrency", &doc).unwrap();
     println!("wrote {}", path.display());

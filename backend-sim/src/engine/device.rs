@@ -140,9 +140,9 @@ impl Device {
     }
 
     /// A device of `instance` whose HBM bandwidth is `hbm_mbps` MB/s instead of its
-    /// generation's published figure: a study of a device on which the cores' DMA engines
-    /// can contend for HBM (with the published figures they cannot: docs/SIM_ISA.md, "HBM
-    /// shared by the cores"). `NRT_INVALID` unless the rate is a whole number of 200 MB/s
+    /// generation's published figure, for studies of contention (a trn2 device's published
+    /// 3 TB/s covers all its cores' DMA engines, so they never contend there: docs/SIM_ISA.md,
+    /// "HBM shared by the cores"). `NRT_INVALID` unless the rate is a whole number of 200 MB/s
     /// steps from 200 MB/s to 100 TB/s (the DMA arithmetic is exact integers).
     pub fn with_hbm_mbps(instance: Instance, hbm_mbps: u64) -> Result<Self, Error> {
         if hbm_mbps == 0 || hbm_mbps % 200 != 0 || hbm_mbps > 100_000_000 {

@@ -74,8 +74,8 @@ fn same_with_and_without_runs(
     every: u64,
     expect_runs: bool,
 ) -> ExecReport {
-    let (reference, reference_out, none) = repeat(instance, program, false, opts, every, 48);
-    let (r, out, planned) = repeat(instance, program, true, opts, every, 48);
+    let (reference, reference_out, none) = repeat(instance, program, false, opts, every, 24);
+    let (r, out, planned) = repeat(instance, program, true, opts, every, 24);
     let name = &program.name;
     assert_eq!(none, 0, "{instance:?} {name}: runs planned with runs off");
     if expect_runs {
@@ -225,7 +225,7 @@ fn a_transfer_queued_on_another_queue_cuts_the_run_exactly() {
 
 #[test]
 fn coupling_mid_run_ends_it_exactly() {
-    // While coupled, other cores' 48 engines share HBM: HBM descriptors run as two phases
+    // While coupled, other cores' 24 engines share HBM: HBM descriptors run as two phases
     // and a run with HBM members ends with the one in flight; uncoupled, runs resume.
     let programs = [dma_program(3, 16, 128), cut_program(60)];
     for p in &programs {

@@ -7,11 +7,9 @@
 //! another core of the device executes. In between, the other cores' count stays as it was
 //! at the last boundary, so their effect lags by at most one quantum.
 //!
-//! Where the device's bandwidth covers all its engines at their peaks, sharing can never slow
-//! an engine, and no core meets the others at all. With the published figures that is every
-//! device: NeuronCore-v2 has 820 GB/s for 2 × 16 engines at 17 B/ns (544 GB/s), v3 3 TB/s
-//! for 8 × 16 at 23 B/ns (2.94 TB/s). A device with slower HBM
-//! (`Device::with_hbm_mbps`, for studies) can.
+//! Where the device's bandwidth covers all its engines at their peaks (NeuronCore-v3: 3 TB/s
+//! for 8 × 16 engines at 23 GB/s), sharing can never slow an engine, and no core meets the
+//! others at all. On NeuronCore-v2 (820 GB/s for 2 × 16 engines at 27.2 GB/s) it can.
 //!
 //! There are two ways to learn it:
 //! * **The board** ([`HbmBoard`]). Each executing core publishes its count there, and reads
@@ -41,9 +39,8 @@ pub struct HbmBoard {
     demand: Box<[AtomicU32]>,
     executing: AtomicU32,
     /// Whether sharing can ever hold an engine below its peak: the device's bandwidth is less
-    /// than all its cores' engines at their peaks (with the published figures never: v2 820
-    /// GB/s against 2 × 16 × 17 B/ns, v3 3 TB/s against 8 × 16 × 23 B/ns; a study device's
-    /// slower HBM can). When it cannot, no core ever meets the others.
+    /// than all its cores' engines at their peaks (v2: 820 GB/s against 2 × 16 × 27.2; not v3:
+    /// 3 TB/s against 8 × 16 × 23 GB/s). When it cannot, no core ever meets the others.
     binds: bool,
 }
 

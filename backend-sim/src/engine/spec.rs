@@ -59,13 +59,12 @@ pub struct CoreSpec {
 
 /// NeuronCore-v2 (inf2, trn1). Clocks, SBUF and HBM: the v2 architecture guide's tables
 /// (TensorE 2.8 GHz, VectorE 1.12, ScalarE and GpSimdE 1.4; 24 MiB SBUF in 128 partitions of
-/// 192 KiB; 820 GB/s of HBM per two-core device). DMA: 17 B/ns per engine (the TRN1 row of the
-/// DMA guides' table, the table v3's rate also comes from; the architecture guide says 27 GiB/s
-/// and the DMA overview's text 27.2 GB/s: see `docs/SIM_ISA.md`). The fixed costs are
-/// **fitted**: their sum over a transfer of eight descriptors (one engine's share of a
-/// 128-partition load, 232 + 8 × 64 = 744 ticks) is the least-squares fit of the DMA
-/// overview's throughput curve against bytes per partition (`p_dim = 128`, read from its
-/// figure) at 17 B/ns; how that sum splits between transfer and descriptor has no source.
+/// 192 KiB; 820 GB/s of HBM per two-core device). DMA: 27.2 GB/s per engine (the DMA
+/// overview's text; the architecture guide says 27 GiB/s; the DMA guides' table says 17 B/ns,
+/// less than the performance guide's v2 profile shows an engine sustaining: see
+/// `docs/SIM_ISA.md`), and fixed costs **fitted** to the overview's first measured transfer
+/// (32 KiB on one engine in 1,416 ns, measured on trn2), which therefore validates nothing;
+/// the performance guide's v2 profile (32 KiB transfers in 1,810 ns) checks them.
 pub const NEURONCORE_V2: CoreSpec = CoreSpec {
     name: "NeuronCore-v2",
     tensor_mhz: 2800,
@@ -73,7 +72,7 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
     scalar_mhz: 1400,
     gpsimd_mhz: 1400,
     sbuf_partition_bytes: 192 * 1024,
-    dma_engine_mbps: 17_000,
+    dma_engine_mbps: 27_200,
     hbm_mbps_per_device: 820_000,
     dma_descriptor_ticks: 64,
     dma_transfer_ticks: 232,
@@ -170,10 +169,10 @@ impl CoreSpec {
 mod tests {
     use super::*;
 
-    /// The exact-integer rates reproduce the figures: 17 B/ns is 85/7 bytes per tick.
+    /// The exact-integer rates reproduce the figures: 27.2 GB/s is 136/7 bytes per tick.
     #[test]
     fn rates_are_exact() {
-        assert_eq!(NEURONCORE_V2.engine_rate(), 85 * LCM16);
+        assert_eq!(NEURONCORE_V2.engine_rate(), 136 * LCM16);
         assert_eq!(NEURONCORE_V2.hbm_rate(), 4100 * LCM16);
         // 23 B/ns = 115/7 bytes per tick.
         assert_eq!(NEURONCORE_V3.engine_rate() * 7, 115 * 7 * LCM16);
