@@ -8,7 +8,7 @@
 //!
 //! * DO: `nki/get-started/about/nki-dma-overview.rst` (@ 81ce03ae), the two profiled DMA
 //!   examples (trn2) and the throughput curve against bytes per partition;
-//! * PG: `nki/deep-dives/nki_perf_guide.rst` (@ 81ce03ae), a profile of 32 KiB transfers on
+//! * PG: `nki/deep-dives/nki_perf_guide.rst` (@ 81ce03ae), profiles of DMA transfers on
 //!   NeuronCore-v2;
 //! * DB: `nki/deep-dives/nki-dma-bandwidth-guide.rst` (@ 81ce03ae), per-engine bandwidth;
 //! * A2 / A3: `nki/guides/architecture/trainium_inferentia2_arch.rst` and
@@ -143,8 +143,11 @@ fn loads_per_ns(instance: Instance, row_bytes: u32) -> f64 {
 /// Validation on NeuronCore-v2. PG (`nki/deep-dives/nki_perf_guide.rst`, "Opt #9", figure
 /// `nki/img/nki_perf_guide/fig30.png`, added 2024-09-16, before trn2 was public): a profile
 /// "with sufficiently large DMA transfers" shows 32 KiB transfers back to back on each of the
-/// 16 engines, one of them "duration: 1810 ns", and "~68% DMA throughput utilization". The
-/// transfer's rows are not shown; they are taken as eight 4 KiB rows, one engine's share of a
+/// 16 engines, one of them "duration: 1810 ns", and "~68% DMA throughput utilization". A bar
+/// leaves out the transfer's fixed costs (PG's `fig29.png`: 4 bytes in 7 ns), but fig30's bars
+/// follow one another without gaps, so 1,810 ns is also the period of one engine's transfers,
+/// which is what the model's transfer duration on an idle engine is. The transfer's rows are
+/// not shown; they are taken as eight 4 KiB rows, one engine's share of a
 /// 128-partition tile with 4 KiB per partition (PG's own example of such a load). Neither figure
 /// was used to set a constant: the v2 rate is A2's and DO's text's, the fixed costs were fitted
 /// to DO's v3 example (below).
