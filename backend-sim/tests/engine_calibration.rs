@@ -403,6 +403,95 @@ fn a_trigger_latency_delays_the_start_not_the_transfer() {
     assert_eq!(idle1, idle0 + 1820);
 }
 
+/// Transfers of `rows` rows of `row_bytes` on DMA engine 0, on the queues `queues` in that
+/// order, triggered from SyncE, on a trn1 whose `dma_queue_interval_ticks` is `interval`: the
+/// report's ticks and each transfer's (queue, start, duration), in start order.
+fn queued_transfers(
+    interval: u64,
+    queues: &[u8],
+    rows: u32,
+    row_bytes: u32,
+) -> (u64, Vec<(u8, u64, u64)>) {
+    let mut b = ProgramBuilder::new("queued");
+    let t = b.input("x", DType::Bf16, &[u64::from(rows * row_bytes / 2)]);
+    let s = b.sem().unwrap();
+    for &q in queues {
+        // Each queue writes its own SBUF bytes (two queues are not ordered with each other).
+        let descs: Vec<_> = row_loads(t, rows, row_bytes)
+            .into_iter()
+            .map(|mut d| {
+                if let DmaEndpoint::Sbuf { offset, .. } = &mut d.dst {
+                    *offset = u32::from(q) * row_bytes;
+                }
+                d
+            })
+            .collect();
+        b.dma_on(EngineId::Sync, 0, q, &descs, s, 1);
+    }
+    b.wait(EngineId::Sync, s, queues.len() as u32);
+    let spec = nrt_sim::engine::CoreSpec {
+        dma_queue_interval_ticks: interval,
+        ..nrt_sim::engine::NEURONCORE_V2
+    };
+    let dev = Device::with_core_spec(Instance::Trn1, spec).unwrap();
+    let lp = dev.load(0, b.build().unwrap()).unwrap();
+    let r = dev.execute(&lp, &ExecOptions::default()).unwrap();
+    r.result().unwrap();
+    check_counters(&r);
+    let mut trs: Vec<_> = r
+        .events
+        .iter()
+        .filter_map(|e| match (e.kind, e.track) {
+            (EventKind::Transfer { .. }, Track::DmaQueue(0, q)) => Some((q, e.start, e.dur)),
+            _ => None,
+        })
+        .collect();
+    trs.sort_by_key(|&(_, start, _)| start);
+    (r.ticks, trs)
+}
+
+/// Qualitative: a queue interval (`CoreSpec::dma_queue_interval_ticks`, 0 on every generation:
+/// a study's figure) spaces the starts of consecutive transfers on one queue by at least that
+/// much, without changing how long each takes on its engine; transfers that take longer than
+/// the interval run back to back as without it; another queue of the engine is not held by it.
+#[test]
+fn a_queue_interval_spaces_transfer_starts_on_one_queue() {
+    // Small transfers (eight 256-byte rows: 849 ticks each) on one queue.
+    let (t0, base) = queued_transfers(0, &[0, 0, 0, 0], 8, 256);
+    let (t1, spaced) = queued_transfers(2000, &[0, 0, 0, 0], 8, 256);
+    assert_eq!(base.len(), 4);
+    assert_eq!(spaced.len(), 4);
+    for w in base.windows(2) {
+        assert_eq!(w[1].1, w[0].1 + w[0].2, "back to back without an interval");
+    }
+    for (i, (b, s)) in base.iter().zip(&spaced).enumerate() {
+        assert_eq!(s.1, base[0].1 + 2000 * i as u64, "transfer {i} starts");
+        assert_eq!(s.2, b.2, "transfer {i} takes as long");
+    }
+    assert_eq!(t1, t0 + 3 * 2000 - 3 * base[0].2);
+    // Large transfers (eight 8 KiB rows, more than 2,000 ticks each): no change at all.
+    assert_eq!(
+        queued_transfers(2000, &[0, 0, 0], 8, 8192),
+        queued_transfers(0, &[0, 0, 0], 8, 8192)
+    );
+    // Two queues (the engine alternates between them descriptor by descriptor): each spaces
+    // its own transfers only; the first on each starts as without an interval.
+    let starts = |trs: &[(u8, u64, u64)], q: u8| -> Vec<u64> {
+        trs.iter()
+            .filter(|&&(qq, _, _)| qq == q)
+            .map(|&(_, s, _)| s)
+            .collect()
+    };
+    let (_, two) = queued_transfers(2000, &[0, 1, 0, 1], 8, 256);
+    let (_, free) = queued_transfers(0, &[0, 1, 0, 1], 8, 256);
+    for q in [0, 1] {
+        let (spaced, unspaced) = (starts(&two, q), starts(&free, q));
+        assert_eq!(spaced[0], unspaced[0], "queue {q}'s first transfer");
+        assert!(unspaced[1] - unspaced[0] < 2000);
+        assert_eq!(spaced[1] - spaced[0], 2000, "queue {q}");
+    }
+}
+
 #[test]
 fn psum_port_conflict_serialises_vector_and_scalar() {
     // ScalarE exp reading PSUM and VectorE copying out of another PSUM bank: they cannot

@@ -213,10 +213,34 @@ fn trn2_cores_never_hold_each_other_back() {
     }
 }
 
-/// A study's HBM bandwidth must keep the DMA arithmetic exact: whole 200 MB/s steps, from
-/// 200 MB/s to 100 TB/s; anything else is refused with `NRT_INVALID`.
+/// A study's figures must keep the arithmetic exact and finite: rates in whole 200 MB/s steps
+/// from 200 MB/s to 100 TB/s, clocks 1–100,000 MHz, an SBUF partition no larger than the
+/// largest generation's, costs up to 10^9 ticks; anything else is refused with `NRT_INVALID`.
 #[test]
 fn a_study_bandwidth_is_checked() {
+    use nrt_sim::engine::NEURONCORE_V2;
+    let bad_specs = [
+        nrt_sim::engine::CoreSpec {
+            dma_engine_mbps: 17_100,
+            ..NEURONCORE_V2
+        },
+        nrt_sim::engine::CoreSpec {
+            vector_mhz: 0,
+            ..NEURONCORE_V2
+        },
+        nrt_sim::engine::CoreSpec {
+            sbuf_partition_bytes: 256 * 1024,
+            ..NEURONCORE_V2
+        },
+        nrt_sim::engine::CoreSpec {
+            dma_queue_interval_ticks: u64::MAX,
+            ..NEURONCORE_V2
+        },
+    ];
+    for spec in bad_specs {
+        let e = Device::with_core_spec(Instance::Trn1, spec).unwrap_err();
+        assert_eq!(e.status(), NrtStatus::Invalid, "{spec:?}");
+    }
     for bad in [0, 100, 400_100, 100_000_200, u64::MAX] {
         let e = Device::with_hbm_mbps(Instance::Trn1, bad).unwrap_err();
         assert_eq!(e.status(), NrtStatus::Invalid, "{bad}");

@@ -21,6 +21,10 @@
 //!   comparison with the published figures): a cheap way to compare the loop forms.
 //! * `--trigger-latency-ns=N`: a DMA trigger-to-start latency of `N` ns (not modelled by
 //!   default: `docs/FIDELITY.md`, "Sensitivity").
+//! * `--overlapped-dma-ns=N`: a study of another v2 DMA shape (not the model:
+//!   `docs/FIDELITY.md`, "Problems noticed"): engines at 17 B/ns, 9 ticks per transfer and 1
+//!   per descriptor on the engine, and consecutive transfers on a queue starting at least
+//!   `N` ns apart (`CoreSpec::dma_queue_interval_ticks`).
 //!
 //! What the published source leaves to NKI's compiler is chosen here as follows. Buffers:
 //! every tile declared inside a loop gets two (alternate iterations use alternate buffers,
@@ -541,6 +545,7 @@ fn run() -> Result<bool, Error> {
         a.starts_with("--")
             && !a.starts_with("--rows=")
             && !a.starts_with("--trigger-latency-ns=")
+            && !a.starts_with("--overlapped-dma-ns=")
             && !opts.contains(&a.as_str())
     }) {
         return Err(err!(Invalid, "unknown option {bad}"));
@@ -570,6 +575,31 @@ fn run() -> Result<bool, Error> {
         .into_iter()
         .map(|(i, j)| (i % rows, j))
         .collect();
+    let spec = match args
+        .iter()
+        .find_map(|a| a.strip_prefix("--overlapped-dma-ns="))
+    {
+        None => *Instance::Trn1.core_spec(),
+        Some(v) => {
+            let ns = v
+                .parse::<u64>()
+                .ok()
+                .filter(|&ns| ns <= 1_000_000)
+                .ok_or_else(|| err!(Invalid, "--overlapped-dma-ns={v}: whole ns up to 1000000"))?;
+            println!(
+                "STUDY, NOT THE MODEL: v2 DMA engines at 17 B/ns, 9 ticks per transfer and 1 per \
+                 descriptor on the engine, transfers on a queue starting at least {ns} ns apart"
+            );
+            println!();
+            nrt_sim::engine::CoreSpec {
+                dma_engine_mbps: 17_000,
+                dma_transfer_ticks: 9,
+                dma_descriptor_ticks: 1,
+                dma_queue_interval_ticks: ns * 14 / 10,
+                ..*Instance::Trn1.core_spec()
+            }
+        }
+    };
     let quiet = ExecOptions {
         record_events: false,
         dma_trigger_latency_ticks: common::trigger_latency(&args)?,
@@ -636,7 +666,7 @@ fn run() -> Result<bool, Error> {
         let build_s = t0.elapsed().as_secs_f64();
         let (instrs, descs) = (program.instruction_count(), program.descriptors.len());
         let t1 = Instant::now();
-        let dev = Device::new(Instance::Trn1);
+        let dev = Device::with_core_spec(Instance::Trn1, spec)?;
         let lp = dev.load(0, program)?;
         let (outs, report) = dev.run(&lp, &[("lhsT", &lhs_t), ("rhs", &rhs)], &quiet)?;
         let run_s = t1.elapsed().as_secs_f64();

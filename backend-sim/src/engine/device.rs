@@ -10,7 +10,7 @@ use super::exec::{ExecEnv, ExecOptions, ExecReport, HbmWrites, run_program};
 use super::memory::{DMA_ENGINES, Hbm, OnChip};
 use super::program::{LoopPlan, Program, TensorKind};
 use super::share::{CoreLink, HbmBoard, Lockstep};
-use super::spec::CoreSpec;
+use super::spec::{CoreSpec, MAX_SBUF_PARTITION_BYTES};
 use crate::Instance;
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
@@ -142,20 +142,70 @@ impl Device {
     /// A device of `instance` whose HBM bandwidth is `hbm_mbps` MB/s instead of its
     /// generation's published figure, for studies of contention (a trn2 device's published
     /// 3 TB/s covers all its cores' DMA engines, so they never contend there: docs/SIM_ISA.md,
-    /// "HBM shared by the cores"). `NRT_INVALID` unless the rate is a whole number of 200 MB/s
-    /// steps from 200 MB/s to 100 TB/s (the DMA arithmetic is exact integers).
+    /// "HBM shared by the cores"). As [`Device::with_core_spec`] with that one figure changed.
     pub fn with_hbm_mbps(instance: Instance, hbm_mbps: u64) -> Result<Self, Error> {
-        if hbm_mbps == 0 || hbm_mbps % 200 != 0 || hbm_mbps > 100_000_000 {
+        Self::with_core_spec(
+            instance,
+            CoreSpec {
+                hbm_mbps_per_device: hbm_mbps,
+                ..*instance.core_spec()
+            },
+        )
+    }
+
+    /// A device of `instance` whose cores run with `spec`'s figures instead of their
+    /// generation's: for studies of hardware that differs from the published figures (every
+    /// report then still names the timing model, and the figures are the caller's).
+    /// `NRT_INVALID` unless every rate is a whole number of 200 MB/s steps from 200 MB/s to
+    /// 100 TB/s (the DMA arithmetic is exact integers), every clock is 1–100,000 MHz, the SBUF
+    /// partition is 1 byte to the largest generation's, and every DMA or DGE cost is at most
+    /// 10^9 ticks.
+    pub fn with_core_spec(instance: Instance, spec: CoreSpec) -> Result<Self, Error> {
+        for (what, mbps) in [
+            ("HBM bandwidth", spec.hbm_mbps_per_device),
+            ("DMA engine rate", spec.dma_engine_mbps),
+        ] {
+            if mbps == 0 || mbps % 200 != 0 || mbps > 100_000_000 {
+                return Err(err!(
+                    Invalid,
+                    "{what} {mbps} MB/s: must be a multiple of 200 MB/s from 200 to 100,000,000"
+                ));
+            }
+        }
+        for (what, mhz) in [
+            ("TensorE", spec.tensor_mhz),
+            ("VectorE", spec.vector_mhz),
+            ("ScalarE", spec.scalar_mhz),
+            ("GpSimdE", spec.gpsimd_mhz),
+        ] {
+            if !(1..=100_000).contains(&mhz) {
+                return Err(err!(
+                    Invalid,
+                    "{what} clock {mhz} MHz: must be 1 to 100,000"
+                ));
+            }
+        }
+        if !(1..=MAX_SBUF_PARTITION_BYTES).contains(&spec.sbuf_partition_bytes) {
             return Err(err!(
                 Invalid,
-                "HBM bandwidth {hbm_mbps} MB/s: must be a multiple of 200 MB/s from 200 to \
-                 100,000,000"
+                "SBUF partition of {} bytes: must be 1 to {MAX_SBUF_PARTITION_BYTES}",
+                spec.sbuf_partition_bytes
             ));
         }
-        let spec = CoreSpec {
-            hbm_mbps_per_device: hbm_mbps,
-            ..*instance.core_spec()
-        };
+        for (what, ticks) in [
+            ("DMA descriptor cost", spec.dma_descriptor_ticks),
+            ("DMA transfer cost", spec.dma_transfer_ticks),
+            ("DMA trigger latency", spec.dma_trigger_latency_ticks),
+            ("DMA queue interval", spec.dma_queue_interval_ticks),
+            ("DGE time", spec.dge_ticks_per_128_descriptors),
+        ] {
+            if ticks > 1_000_000_000 {
+                return Err(err!(
+                    Invalid,
+                    "{what} {ticks} ticks: must be at most 1,000,000,000"
+                ));
+            }
+        }
         Ok(Self::build(instance, instance.hbm_bytes_per_device(), spec))
     }
 

@@ -47,6 +47,13 @@ pub struct CoreSpec {
     /// "Sensitivity"), so it is **not modelled**: 0 on every generation, and
     /// `ExecOptions::dma_trigger_latency_ticks` sets it for a study.
     pub dma_trigger_latency_ticks: u64,
+    /// The least time between the starts of two consecutive transfers on one DMA queue, ticks:
+    /// a stage that prepares a transfer (descriptors, setup, semaphores) while the engine moves
+    /// the one before it, so back-to-back transfers come no faster than one per this interval
+    /// and no slower than their own time on the engine. **Not modelled**: 0 on every
+    /// generation; a study device sets it (`Device::with_core_spec`; `docs/FIDELITY.md`,
+    /// "Problems noticed").
+    pub dma_queue_interval_ticks: u64,
     /// Time the hardware descriptor generator (DGE) holds the triggering sequencer per 128
     /// descriptors, ticks (0: descriptors are built ahead of time, as on NeuronCore-v2).
     pub dge_ticks_per_128_descriptors: u64,
@@ -77,6 +84,7 @@ pub const NEURONCORE_V2: CoreSpec = CoreSpec {
     dma_descriptor_ticks: 64,
     dma_transfer_ticks: 232,
     dma_trigger_latency_ticks: 0,
+    dma_queue_interval_ticks: 0,
     dge_ticks_per_128_descriptors: 0,
     vector_fast_modes: false,
     shared_ports: true,
@@ -107,6 +115,7 @@ pub const NEURONCORE_V3: CoreSpec = CoreSpec {
     dma_descriptor_ticks: 1,
     dma_transfer_ticks: 3,
     dma_trigger_latency_ticks: 0,
+    dma_queue_interval_ticks: 0,
     dge_ticks_per_128_descriptors: 840,
     vector_fast_modes: true,
     shared_ports: false,

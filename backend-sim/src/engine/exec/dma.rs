@@ -302,6 +302,28 @@ impl Executor<'_, '_> {
         }
     }
 
+    /// The earliest tick a transfer queued now on queue `q` may start under
+    /// `CoreSpec::dma_queue_interval_ticks` (0 when it is 0 or the queue never started one).
+    pub(super) fn queue_interval_floor(&self, q: usize) -> u64 {
+        match self.queue_last_start.get(q) {
+            Some(&last) if last != u64::MAX => last + self.env.spec.dma_queue_interval_ticks,
+            _ => 0,
+        }
+    }
+
+    /// A transfer on queue `q` started at `t`: the next one queued behind it may start no
+    /// earlier than the interval after (`CoreSpec::dma_queue_interval_ticks`).
+    fn queue_started(&mut self, q: usize, t: u64) {
+        let interval = self.env.spec.dma_queue_interval_ticks;
+        let Some(last) = self.queue_last_start.get_mut(q) else {
+            return;
+        };
+        *last = t;
+        if let Some(next) = self.queues[q].get_mut(1) {
+            next.ready = next.ready.max(t + interval);
+        }
+    }
+
     pub(super) fn start_dma_engines(&mut self) {
         let t = self.t;
         for e in 0..DMA_ENGINES {
@@ -344,6 +366,9 @@ impl Executor<'_, '_> {
             let agent = tr.agent;
             let shift = tr.shift;
             let clock = std::mem::take(&mut tr.clock);
+            if first_desc {
+                self.queue_started(q, t);
+            }
             let Some(d) = self
                 .env
                 .program

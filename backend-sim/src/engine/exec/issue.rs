@@ -143,6 +143,11 @@ impl Executor<'_, '_> {
                 self.sem_pending_dma[usize::from(sem)] += 1;
                 self.queue_mask[usize::from(dma)] |= 1 << queue;
                 self.start_pending = true;
+                let ready = (t + self
+                    .opts
+                    .dma_trigger_latency_ticks
+                    .unwrap_or(self.env.spec.dma_trigger_latency_ticks))
+                .max(self.queue_interval_floor(q));
                 self.queues[q].push_back(Transfer {
                     first,
                     count,
@@ -154,10 +159,7 @@ impl Executor<'_, '_> {
                     start: None,
                     bytes,
                     shift,
-                    ready: t + self
-                        .opts
-                        .dma_trigger_latency_ticks
-                        .unwrap_or(self.env.spec.dma_trigger_latency_ticks),
+                    ready,
                 });
                 // The engine's round-robin now has a second queue to choose from at each
                 // descriptor boundary: a run on another queue ends with its descriptor in

@@ -270,6 +270,9 @@ struct Executor<'a, 'e> {
     queue_mask: [u16; DMA_ENGINES],
     queue_epoch: Vec<u32>,
     queue_clock: Vec<VClock>,
+    /// Per DMA queue, the tick its last transfer started (`u64::MAX`: none yet), for
+    /// `CoreSpec::dma_queue_interval_ticks` (empty when that is 0).
+    queue_last_start: Vec<u64>,
     dma: Vec<DmaEng>,
     /// Per DMA engine, the tick of its next phase change (`u64::MAX` when idle or awaiting
     /// its rate).
@@ -413,6 +416,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
     let runs_ok = whole_ok && !check_hazards && !(opts.record_events && opts.record_descriptors);
     #[cfg(test)]
     let runs_ok = runs_ok && !test_hooks::NO_RUNS.with(std::cell::Cell::get);
+    let interval = env.spec.dma_queue_interval_ticks;
     let mut m = Executor {
         env,
         opts: *opts,
@@ -429,6 +433,11 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         queue_mask: [0; DMA_ENGINES],
         queue_epoch: vec![0; DMA_ENGINES * DMA_QUEUES],
         queue_clock: vec![Vec::new(); DMA_ENGINES * DMA_QUEUES],
+        queue_last_start: if interval > 0 {
+            vec![u64::MAX; DMA_ENGINES * DMA_QUEUES]
+        } else {
+            Vec::new()
+        },
         dma: (0..DMA_ENGINES)
             .map(|_| DmaEng {
                 phase: Phase::Idle,
