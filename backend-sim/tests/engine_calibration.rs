@@ -403,6 +403,32 @@ fn a_trigger_latency_delays_the_start_not_the_transfer() {
     assert_eq!(idle1, idle0 + 1820);
 }
 
+/// A trigger latency beyond any horizon (`ExecOptions::dma_trigger_latency_ticks` takes any
+/// u64) leaves the transfer unstarted: the execution times out as a program waiting forever
+/// does. (Before 2026-12-07 a trigger after tick 0 overflowed the tick arithmetic: a panic in
+/// debug builds.)
+#[test]
+fn an_endless_latency_ends_the_execution_cleanly() {
+    let mut b = ProgramBuilder::new("load");
+    let t = b.input("x", DType::Bf16, &[4 * 4096]);
+    let s = b.sem().unwrap();
+    let descs = row_loads(t, 4, 8192);
+    // Two triggers on one queue: the second issues at tick 1, past which the latency leads.
+    b.dma_on(EngineId::Sync, 0, 0, &descs, s, 1);
+    b.dma_on(EngineId::Sync, 0, 0, &descs, s, 1);
+    b.wait(EngineId::Sync, s, 2);
+    let dev = Device::new(Instance::Trn1);
+    let lp = dev.load(0, b.build().unwrap()).unwrap();
+    let opts = ExecOptions {
+        dma_trigger_latency_ticks: Some(u64::MAX),
+        max_ticks: 1 << 20,
+        ..ExecOptions::default()
+    };
+    let r = dev.execute(&lp, &opts).unwrap();
+    assert_eq!(r.status, NrtStatus::Timeout);
+    assert_eq!(r.dma_engines.iter().map(|c| c.bytes).sum::<u64>(), 0);
+}
+
 /// Transfers of `rows` rows of `row_bytes` on DMA engine 0, on the queues `queues` in that
 /// order, triggered from SyncE, on a trn1 whose `dma_queue_interval_ticks` is `interval`: the
 /// report's ticks and each transfer's (queue, start, duration), in start order.

@@ -143,11 +143,15 @@ impl Executor<'_, '_> {
                 self.sem_pending_dma[usize::from(sem)] += 1;
                 self.queue_mask[usize::from(dma)] |= 1 << queue;
                 self.start_pending = true;
-                let ready = (t + self
-                    .opts
-                    .dma_trigger_latency_ticks
-                    .unwrap_or(self.env.spec.dma_trigger_latency_ticks))
-                .max(self.queue_interval_floor(q));
+                // Saturating: a study's latency may be any u64 (the transfer then never starts
+                // and the execution times out).
+                let ready = t
+                    .saturating_add(
+                        self.opts
+                            .dma_trigger_latency_ticks
+                            .unwrap_or(self.env.spec.dma_trigger_latency_ticks),
+                    )
+                    .max(self.queue_interval_floor(q));
                 self.queues[q].push_back(Transfer {
                     first,
                     count,
