@@ -48,7 +48,8 @@ fn python_one_thread(script: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// numpy's version, BLAS library and the thread count it runs with here, as numpy reports them.
+/// numpy's version, BLAS library, the kernel OpenBLAS chose for this CPU (its `get_corename`;
+/// `OPENBLAS_CORETYPE` in the environment overrides the choice) and the thread count.
 fn numpy_blas() -> Option<String> {
     let script = "import numpy as np\n\
         try:\n\
@@ -56,7 +57,21 @@ fn numpy_blas() -> Option<String> {
         \x20   blas = f\"{b.get('name')} {b.get('version')}\"\n\
         except Exception:\n\
         \x20   blas = 'unknown BLAS'\n\
-        print(f'numpy {np.__version__}, BLAS {blas}, 1 thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1)')\n";
+        kernel = 'kernel not reported'\n\
+        try:\n\
+        \x20   import ctypes\n\
+        \x20   libs = {l.split()[-1] for l in open('/proc/self/maps') if 'openblas' in l and l.split()[-1].startswith('/')}\n\
+        \x20   for path in libs:\n\
+        \x20       lib = ctypes.CDLL(path)\n\
+        \x20       for sym in ('openblas_get_corename', 'scipy_openblas_get_corename64_', 'scipy_openblas_get_corename', 'openblas_get_corename64_'):\n\
+        \x20           f = getattr(lib, sym, None)\n\
+        \x20           if f is not None:\n\
+        \x20               f.restype = ctypes.c_char_p\n\
+        \x20               kernel = f'OpenBLAS kernel {f().decode()}'\n\
+        \x20               break\n\
+        except Exception:\n\
+        \x20   pass\n\
+        print(f'numpy {np.__version__}, BLAS {blas} ({kernel}), 1 thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1)')\n";
     python_one_thread(script)
 }
 

@@ -779,6 +779,75 @@ fn never_halting_program_times_out() {
     check_counters(&r);
 }
 
+/// Every limit in `ExecOptions` takes any value of its type: at the extremes an execution ends
+/// with the status its limits give (no arithmetic overflow: the tests run with overflow
+/// checks). A deadlocked program with no tick limit times out at `u64::MAX`, alone and in a
+/// group of two cores (whose quantum meetings then run to the end of time); a limit of 0
+/// stops a program before its first instruction; no events or hazards recorded when their
+/// limits are 0, the hazard still failing the execution.
+#[test]
+fn extreme_limits_end_executions_cleanly() {
+    let deadlock = || {
+        let mut b = ProgramBuilder::new("deadlock");
+        let s = b.sem().unwrap();
+        b.wait(EngineId::Scalar, s, 1);
+        b.build().unwrap()
+    };
+    let dev = Device::new(Instance::Trn1);
+    let endless = ExecOptions {
+        max_ticks: u64::MAX,
+        dma_trigger_latency_ticks: Some(u64::MAX),
+        ..ExecOptions::default()
+    };
+    let lp = dev.load(0, deadlock()).unwrap();
+    let r = dev.execute(&lp, &endless).unwrap();
+    assert_eq!((r.status, r.ticks), (NrtStatus::Timeout, u64::MAX));
+    assert_eq!(r.engine(EngineId::Scalar).stall_semaphore, u64::MAX);
+    check_counters(&r);
+    let lp1 = dev.load(1, deadlock()).unwrap();
+    let rs = dev
+        .execute_group(&[(&lp, &[]), (&lp1, &[])], &endless)
+        .unwrap();
+    for r in &rs {
+        assert_eq!((r.status, r.ticks), (NrtStatus::Timeout, u64::MAX));
+        check_counters(r);
+    }
+
+    let big = dev.load(0, kernels_big()).unwrap();
+    let zero = ExecOptions {
+        max_ticks: 0,
+        ..ExecOptions::default()
+    };
+    let r = dev.execute(&big, &zero).unwrap();
+    assert_eq!((r.status, r.ticks), (NrtStatus::Timeout, 0));
+    assert!(r.result().unwrap_err().message().contains("limit 0"));
+    let unlimited = ExecOptions {
+        max_ticks: u64::MAX,
+        ..ExecOptions::default()
+    };
+    let r = dev.execute(&big, &unlimited).unwrap();
+    r.result().unwrap();
+    check_counters(&r);
+
+    let silent = ExecOptions {
+        max_events: 0,
+        max_hazards: 0,
+        recheck_hazards: true,
+        ..ExecOptions::default()
+    };
+    let r = dev.execute(&big, &silent).unwrap();
+    r.result().unwrap();
+    assert!(r.events.is_empty() && r.events_truncated);
+    let racy = dev.load(0, pipeline(6, Some(3))).unwrap();
+    let r = dev.execute(&racy, &silent).unwrap();
+    assert_eq!(r.status, NrtStatus::ExecCompletedWithErr);
+    assert!(r.hazards.is_empty());
+    assert_eq!(
+        r.result().unwrap_err().status(),
+        NrtStatus::ExecCompletedWithErr
+    );
+}
+
 fn kernels_big() -> Program {
     nrt_sim::engine::kernels::elementwise(
         nrt_sim::engine::kernels::Elementwise::Add,
