@@ -476,9 +476,13 @@ impl Device {
                     handles.push(Err(err!(Invalid, "core {} is not locked", lp.core)));
                     continue;
                 };
+                #[cfg(test)]
+                let hooks = super::exec::test_hooks::Inherited::take();
                 let spawned = std::thread::Builder::new()
                     .name(format!("nrt-sim-core{}", lp.core))
                     .spawn_scoped(s, move || {
+                        #[cfg(test)]
+                        hooks.apply();
                         self.run_on(slot, lp, bases, opts, Some((group, i, mask)))
                     });
                 handles.push(spawned.map_err(|e| {

@@ -66,7 +66,8 @@ fn opts() -> ExecOptions {
 }
 
 /// Asserts that `program` gives the same repeat execution with runs as without, and that
-/// runs happened in it when `expect_runs`.
+/// runs happened in it when `expect_runs`; coupled every `every` ticks (0: never) with 24
+/// other engines.
 fn same_with_and_without_runs(
     instance: Instance,
     program: &Program,
@@ -74,8 +75,20 @@ fn same_with_and_without_runs(
     every: u64,
     expect_runs: bool,
 ) -> ExecReport {
-    let (reference, reference_out, none) = repeat(instance, program, false, opts, every, 24);
-    let (r, out, planned) = repeat(instance, program, true, opts, every, 24);
+    same_beside(instance, program, opts, every, 24, expect_runs)
+}
+
+/// [`same_with_and_without_runs`], coupled with `others` other engines.
+fn same_beside(
+    instance: Instance,
+    program: &Program,
+    opts: &ExecOptions,
+    every: u64,
+    others: u64,
+    expect_runs: bool,
+) -> ExecReport {
+    let (reference, reference_out, none) = repeat(instance, program, false, opts, every, others);
+    let (r, out, planned) = repeat(instance, program, true, opts, every, others);
     let name = &program.name;
     assert_eq!(none, 0, "{instance:?} {name}: runs planned with runs off");
     if expect_runs {
@@ -226,11 +239,14 @@ fn a_transfer_queued_on_another_queue_cuts_the_run_exactly() {
 #[test]
 fn coupling_mid_run_ends_it_exactly() {
     // While coupled, other cores' 24 engines share HBM: HBM descriptors run as two phases
-    // and a run with HBM members ends with the one in flight; uncoupled, runs resume.
+    // and a run with HBM members ends with the one in flight; uncoupled, runs resume. Beside
+    // 14 other engines there is room for all of this core's: runs go on while coupled.
     let programs = [dma_program(3, 16, 128), cut_program(60)];
     for p in &programs {
         for every in [1, 7, 97, 1013] {
-            same_with_and_without_runs(Instance::Trn1, p, &opts(), every, true);
+            for others in [24, 14] {
+                same_beside(Instance::Trn1, p, &opts(), every, others, true);
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::exec::test_hooks::{COUPLING, SPLIT_PHASES};
+use super::exec::test_hooks::{COUPLING, ROOMY, SPLIT_PHASES};
 use crate::Instance;
 use crate::engine::isa::{DmaDescriptor, DmaEndpoint};
 use crate::engine::program::TensorKind;
@@ -69,7 +69,13 @@ pub(super) fn loaded(
     add: u64,
 ) -> (Device, LoadedProgram) {
     let dev = Device::new(instance);
-    let lp = dev.load(0, program.clone()).unwrap();
+    let lp = load_filled(&dev, 0, program, mul, add);
+    (dev, lp)
+}
+
+/// `program` loaded on core `core` of `dev`, its inputs filled with the bytes `i * mul + add`.
+fn load_filled(dev: &Device, core: u32, program: &Program, mul: u64, add: u64) -> LoadedProgram {
+    let lp = dev.load(core, program.clone()).unwrap();
     for t in program
         .tensors
         .iter()
@@ -79,7 +85,7 @@ pub(super) fn loaded(
         let data: Vec<u8> = (0..bytes).map(|i| (i * mul + add) as u8).collect();
         dev.write_tensor(&lp, &t.name, &data).unwrap();
     }
-    (dev, lp)
+    lp
 }
 
 /// Every output of `program` as loaded in `lp`.
@@ -160,23 +166,79 @@ fn coupling_mid_flight_splits_whole_descriptors_exactly() {
     // their data (the periods are prime to the programs' overheads and data times); while
     // coupled, 24 other engines share HBM, so the rates of the split data phases change and
     // the units they have left count.
+    // With 14 other engines there is room for all 16 of this core's beside them (820 GB/s
+    // over 30 engines is above 27.2 GB/s each): the descriptors stay whole, nothing slows.
     let p = dma_program(3, 16, 128);
-    for every in [1, 7, 97, 1013] {
-        let (reference, reference_out) = run_splitting(Instance::Trn1, &p, true, every, 24);
-        let (r, out) = run_splitting(Instance::Trn1, &p, false, every, 24);
-        assert!(reference.result().is_ok());
-        assert_eq!(r, reference, "coupling every {every} ticks: reports differ");
-        assert_eq!(
-            out, reference_out,
-            "coupling every {every} ticks: outputs differ"
-        );
-        // Sharing slowed something: the comparison covered rate changes.
-        let (alone, _) = run(Instance::Trn1, &p, true);
-        assert!(
-            reference.ticks > alone.ticks,
-            "{} vs {}",
-            reference.ticks,
-            alone.ticks
-        );
+    let (alone, _) = run(Instance::Trn1, &p, true);
+    for (others, slowed) in [(24, true), (14, false)] {
+        for every in [1, 7, 97, 1013] {
+            let (reference, reference_out) = run_splitting(Instance::Trn1, &p, true, every, others);
+            ROOMY.with(|c| c.set(0));
+            let (r, out) = run_splitting(Instance::Trn1, &p, false, every, others);
+            let what = format!("{others} other engines, coupling every {every} ticks");
+            assert!(reference.result().is_ok());
+            assert_eq!(r, reference, "{what}: reports differ");
+            assert_eq!(out, reference_out, "{what}: outputs differ");
+            // Sharing slowed something (the comparison covered rate changes), or had room.
+            assert_eq!(reference.ticks > alone.ticks, slowed, "{what}");
+            assert_eq!(ROOMY.with(std::cell::Cell::get) > 0, !slowed, "{what}");
+        }
     }
+}
+
+/// A lock-step group on trn1 (`Device::execute_group`: its cores meet at every quantum
+/// boundary and share the device's 820 GB/s): member 0 moves HBM data on all 16 engines,
+/// member 1 is a matmul that loads, computes and stores. While member 1's engines are idle,
+/// or once it has finished, member 0 has room beside them and runs its HBM descriptors whole
+/// (in the repeat also in runs), publishing its demand at boundaries; while both load they
+/// share the bandwidth, and run as two phases. The first execution and the repeat give the
+/// two-phase schedule's reports and outputs, member for member.
+#[test]
+fn a_group_runs_whole_where_the_others_leave_room() {
+    let programs = [
+        dma_program(12, 16, 128),
+        kernels::matmul(256, 512, 256, DType::Bf16, DType::F32).unwrap(),
+    ];
+    let opts = ExecOptions {
+        record_events: true,
+        record_descriptors: false,
+        max_events: 1 << 22,
+        ..ExecOptions::default()
+    };
+    let run = |split: bool| {
+        SPLIT_PHASES.with(|c| c.set(split));
+        ROOMY.with(|c| c.set(0));
+        let dev = Device::new(Instance::Trn1);
+        let lps: Vec<LoadedProgram> = programs
+            .iter()
+            .zip(0..)
+            .map(|(p, core)| load_filled(&dev, core, p, 7, 3 + u64::from(core)))
+            .collect();
+        let group: Vec<(&LoadedProgram, &[(usize, u64)])> =
+            lps.iter().map(|lp| (lp, &[][..])).collect();
+        let first = dev.execute_group(&group, &opts).unwrap();
+        let repeat = dev.execute_group(&group, &opts).unwrap();
+        let outs: Vec<_> = lps
+            .iter()
+            .zip(&programs)
+            .map(|(lp, p)| outputs(&dev, lp, p))
+            .collect();
+        SPLIT_PHASES.with(|c| c.set(false));
+        (first, repeat, outs, ROOMY.with(std::cell::Cell::get))
+    };
+    let (ref_first, ref_repeat, ref_outs, _) = run(true);
+    let (first, repeat, outs, roomy) = run(false);
+    for r in ref_first.iter().chain(&ref_repeat) {
+        assert!(r.result().is_ok(), "{:?}", r.error);
+    }
+    assert!(ref_first.iter().all(|r| r.hazards_checked));
+    assert!(ref_repeat.iter().all(|r| !r.hazards_checked));
+    // Member 0 had no room at some boundary (more than 14 other engines), its demand slowed
+    // member 1 (what member 0 publishes counts), and member 0 had room elsewhere.
+    assert!(ref_first[0].peak_peer_hbm_engines > 14);
+    assert!(ref_first[1].bandwidth_stall() > 0);
+    assert!(roomy > 0, "member 0 never had room");
+    assert_eq!(first, ref_first, "first execution: reports differ");
+    assert_eq!(repeat, ref_repeat, "repeat: reports differ");
+    assert_eq!(outs, ref_outs, "outputs differ");
 }

@@ -8,8 +8,9 @@
 //! last of them (`more` descriptors after the first) and finishes them all there, in order,
 //! each with its own start and end tick. Anything that could change the schedule ends the
 //! run with the descriptor in flight, exact to the tick: a transfer queued on another queue
-//! of the engine (`cut_run`), the core coupling to other cores (`split_whole_hbm`), the end
-//! of the execution (`settle_runs`).
+//! of the engine (`cut_run`), the other cores' demand leaving no room for this core's engines
+//! (`split_whole_hbm`), the end of the execution (`settle_runs`). A coupled core also brings
+//! its runs up to each quantum boundary to count its demand (`hbm_movers`); they go on.
 //!
 //! Copies of a run's descriptors happen at the run's end rather than at each descriptor's:
 //! no agent can observe the difference except through a race, and runs happen only in an

@@ -280,10 +280,12 @@ struct Executor<'a, 'e> {
     /// DMA engines in a data phase that touches HBM (`Phase::Whole` ones not counted).
     n_hbm: u64,
     /// Whether HBM transfers start as `Phase::Whole`: the device's bandwidth covers all of
-    /// this core's engines at their peaks and no other core shares it now (not coupled:
-    /// `meet_others`), so a data phase's start or end changes no engine's rate. Coupling
-    /// turns it off and splits the engines in flight into their exact phases
-    /// (`split_whole_hbm`); uncoupling turns it back on.
+    /// this core's engines at their peaks beside the other cores' demand as last learnt
+    /// (none while not coupled: `meet_others`, `hbm_room`), so a data phase's start or end
+    /// changes no engine's rate. A boundary that leaves no room turns it off and splits the
+    /// engines in flight into their exact phases (`split_whole_hbm`); one with room, or
+    /// uncoupling, turns it back on. While it holds, `n_hbm` leaves the whole descriptors
+    /// out and a coupled core publishes its demand at boundaries (`hbm_movers`).
     whole_hbm: bool,
     /// `whole_hbm` when not coupled: the bandwidth covers all engines at their peaks.
     hbm_covers_engines: bool,
@@ -511,13 +513,18 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
 impl Executor<'_, '_> {
     /// At a quantum boundary, while other cores of the device execute: publishes this core's
     /// HBM demand and learns theirs (`engine::share`); their change re-rates this core's HBM
-    /// transfers.
+    /// transfers, and decides whether its HBM descriptors may run whole (`set_coupled`).
     fn meet_others(&mut self) {
         let Some(link) = self.env.link else {
             return;
         };
         if !link.coupled() {
-            self.next_meet = u64::MAX;
+            if self.next_meet != u64::MAX {
+                // Uncoupling: the board gets this core's demand as it is now (a core that
+                // starts executing reads it until this one couples again).
+                self.next_meet = u64::MAX;
+                self.publish_movers();
+            }
             if self.others != 0 {
                 self.others = 0;
                 self.rates_dirty = true;
@@ -525,13 +532,15 @@ impl Executor<'_, '_> {
             self.set_coupled(false);
             return;
         }
-        self.set_coupled(true);
         if self.next_meet == u64::MAX {
+            // Coupling: the others read this core's demand from now on.
             self.next_meet = (self.t / QUANTUM_TICKS + 1) * QUANTUM_TICKS;
+            self.publish_movers();
         }
         while self.t >= self.next_meet {
-            let others = u64::from(link.meet(self.next_meet / QUANTUM_TICKS, self.n_hbm as u32));
-            self.published = self.n_hbm;
+            let movers = self.hbm_movers();
+            let others = u64::from(link.meet(self.next_meet / QUANTUM_TICKS, movers as u32));
+            self.published = movers;
             self.next_meet += QUANTUM_TICKS;
             if others != self.others {
                 self.others = others;
@@ -540,14 +549,37 @@ impl Executor<'_, '_> {
                 *peak = (*peak).max(others as u32);
             }
         }
+        self.set_coupled(true);
     }
 
-    /// Coupled, other cores' demand can slow this core's HBM transfers: the ones scheduled
-    /// whole become the phases they are in at this tick, and new ones run as two phases.
-    /// Uncoupled, HBM transfers run whole again where the bandwidth covers every engine.
+    /// Whether the device's bandwidth covers all of this core's engines at their peaks beside
+    /// the other cores' `others` (as of the last boundary): then no engine of this core can
+    /// be slowed before the next boundary, whatever its own engines do.
+    fn hbm_room(&self) -> bool {
+        let spec = self.env.spec;
+        self.hbm_covers_engines
+            && spec.hbm_rate() / (DMA_ENGINES as u64).saturating_add(self.others)
+                >= spec.engine_rate()
+    }
+
+    /// Whether this core's HBM descriptors run whole (`Phase::Whole`). Uncoupled: where the
+    /// device's bandwidth covers every engine of the core. Coupled: also only while the
+    /// other cores' demand leaves room for all of them (`hbm_room`), which can change only at
+    /// a boundary; without room, the ones scheduled whole become the phases they are in at
+    /// this tick, and new ones run as two phases. Either way every engine runs at the rate
+    /// `update_rates` would give it: the schedule is the two-phase one.
     fn set_coupled(&mut self, coupled: bool) {
-        if !coupled {
-            self.whole_hbm = self.hbm_covers_engines;
+        let whole = if coupled {
+            self.hbm_room()
+        } else {
+            self.hbm_covers_engines
+        };
+        if whole {
+            #[cfg(test)]
+            if coupled {
+                test_hooks::ROOMY.with(|c| c.set(c.get() + 1));
+            }
+            self.whole_hbm = true;
         } else if self.whole_hbm {
             self.whole_hbm = false;
             self.split_whole_hbm();

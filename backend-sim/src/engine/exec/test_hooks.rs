@@ -1,5 +1,6 @@
 //! Test hooks of the executor (`cfg(test)` only): force the two-phase DMA schedule or turn
-//! runs off, count runs, or couple and uncouple a core at chosen ticks. Set by
+//! runs off, count runs, or couple and uncouple a core at chosen ticks; a group's member
+//! threads inherit the first two. Set by
 //! `engine::whole_tests` and `engine::run_tests`, read by the run loop.
 
 use std::cell::Cell;
@@ -20,6 +21,31 @@ thread_local! {
     /// (0: never), the core couples (other cores' `others` engines share
     /// HBM: the whole descriptors split into their exact phases) or uncouples, in turn.
     pub(crate) static COUPLING: Cell<(u64, u64, u64, bool)> = const { Cell::new((0, 0, 0, false)) };
+    /// Times a coupled core found room beside the other cores' demand (`hbm_room`) and kept
+    /// its HBM descriptors whole, since the counter was last reset.
+    pub(crate) static ROOMY: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The hooks that shape a schedule (`SPLIT_PHASES`, `NO_RUNS`) as set on this thread: the
+/// member threads of a group take them from the thread that starts the group.
+#[derive(Clone, Copy)]
+pub(crate) struct Inherited {
+    split: bool,
+    no_runs: bool,
+}
+
+impl Inherited {
+    pub(crate) fn take() -> Self {
+        Self {
+            split: SPLIT_PHASES.with(Cell::get),
+            no_runs: NO_RUNS.with(Cell::get),
+        }
+    }
+
+    pub(crate) fn apply(self) {
+        SPLIT_PHASES.with(|c| c.set(self.split));
+        NO_RUNS.with(|c| c.set(self.no_runs));
+    }
 }
 
 /// The other cores' demand from tick `t` on when the core couples or uncouples there (see
