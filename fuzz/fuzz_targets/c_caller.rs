@@ -40,7 +40,7 @@ pub fn init(inflight: u8) {
     // Between a close and an init no library thread runs, so the environment can change.
     // SAFETY: called only while the library is closed (no worker threads).
     unsafe {
-        if inflight % 3 == 0 {
+        if inflight.is_multiple_of(3) {
             std::env::remove_var("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS");
         } else {
             std::env::set_var(

@@ -234,7 +234,12 @@ struct World {
     kept: Vec<Box<[u8]>>,
     tensor_infos: Vec<*mut c_void>,
     /// `ret` of every `nrta_*` request: written by the library at completion, so kept (and
-    /// checked) until after the closing `nrt_close`.
+    /// checked) until after the closing `nrt_close`. Boxed: the library holds each address
+    /// while the vector grows.
+    #[allow(
+        clippy::vec_box,
+        reason = "the library writes through each box's address later"
+    )]
     rets: Vec<Box<u32>>,
 }
 
@@ -261,6 +266,10 @@ fn name(i: u8) -> CString {
 /// Calls an `nrta_*` function whose `ret` the library writes when the request completes
 /// (`nrt/nrt_async.h`: it must stay valid until then), so `ret` lives in `rets` until after the
 /// closing `nrt_close`; returns the call's status and the sequence number it wrote.
+#[allow(
+    clippy::vec_box,
+    reason = "the library writes through each box's address later"
+)]
 fn out_u64(rets: &mut Vec<Box<u32>>, f: &mut dyn FnMut(*mut u32, *mut u64) -> u32) -> (u32, u64) {
     let mut ret = Box::new(0u32);
     let mut seq = 0u64;

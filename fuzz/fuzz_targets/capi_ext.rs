@@ -845,10 +845,8 @@ fn step(w: &mut World, d: &Dirs, op: &Op, open: &mut bool) {
             let h = pick(&w.inspect_configs, s);
             // NULL options take the defaults, which write under `./output`: tried only while
             // capture is on (refused then).
-            if !h.is_null() || w.inspect_on {
-                if status(nrt_inspect_begin_with_options(h)) == 0 {
-                    w.inspect_on = true;
-                }
+            if (!h.is_null() || w.inspect_on) && status(nrt_inspect_begin_with_options(h)) == 0 {
+                w.inspect_on = true;
             }
         }
         Op::InspectConfigAllocate { dir, null } => {
