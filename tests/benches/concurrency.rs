@@ -180,7 +180,7 @@ fn lnc2(reps: usize, iters: usize) -> (Vec<f64>, Vec<f64>, f64, f64) {
 
 fn main() {
     let quick = std::env::var_os("NRT_BENCH_QUICK").is_some();
-    let (reps, iters) = if quick { (3, 10) } else { (7, 40) };
+    let (reps, iters) = if quick { (3, 10) } else { (15, 40) };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (ones, twos) = two_cores(reps, iters);
     let (seqs, pars, apart, together) = lnc2(reps, iters);
