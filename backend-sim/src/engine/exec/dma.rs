@@ -438,38 +438,6 @@ impl Executor<'_, '_> {
         }
     }
 
-    /// The engines moving HBM data at this tick: the data phases `n_hbm` counts, and the HBM
-    /// descriptors scheduled whole whose data phase has begun (a run is first brought up to
-    /// this tick, its members that ended finished as at a cut: `settle_run`). What `n_hbm`
-    /// would be had every descriptor run as two phases.
-    pub(super) fn hbm_movers(&mut self) -> u64 {
-        let t = self.t;
-        let mut n = self.n_hbm;
-        for e in 0..DMA_ENGINES {
-            if matches!(self.dma[e].phase, Phase::Whole { more: 1.., .. }) {
-                self.settle_run(e, t, u64::MAX);
-            }
-            if let Phase::Whole {
-                data_from,
-                hbm: true,
-                ..
-            } = self.dma[e].phase
-            {
-                n += u64::from(data_from <= t);
-            }
-        }
-        n
-    }
-
-    /// Publishes this core's demand now (`hbm_movers`) on the device's board.
-    pub(super) fn publish_movers(&mut self) {
-        if let Some(link) = self.env.link {
-            let n = self.hbm_movers();
-            self.published = n;
-            link.board.publish(link.core, n as u32);
-        }
-    }
-
     /// Turns the HBM descriptors scheduled whole into the phase each is in at this tick: an
     /// overhead phase, or a data phase at the peak with the units left (the arithmetic of
     /// `update_rates`, so the split changes no tick).

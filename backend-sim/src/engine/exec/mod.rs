@@ -28,6 +28,7 @@
 //!   `elementwise.rs` (chains, scans, reciprocal, activate), `reduce.rs` (reductions,
 //!   statistics, top-8) and `select.rs` (selects, transposes);
 //! * `dma.rs` — DMA engines: queue arbitration, descriptor phases, shared HBM rates, copies;
+//!   `coupling.rs` — meeting the device's other executing cores at quantum boundaries;
 //!   `dma_block.rs` — the copy of a block descriptor; `dma_run.rs` — a transfer's
 //!   descriptors run back to back as one event;
 //! * `hazards.rs` — hazard checks and access records (the glue to the `shadow` index);
@@ -35,6 +36,7 @@
 //! * `report.rs` — the public options and report types (independent of the executor).
 
 pub(super) mod cost;
+mod coupling;
 mod dma;
 mod dma_block;
 mod dma_run;
@@ -65,7 +67,7 @@ use super::isa::{DmaShift, EngineId, Instr, LOOP_REGS, Region, SemCmp};
 use super::memory::{DMA_ENGINES, DMA_QUEUES, Hbm, OnChip, SEMAPHORES};
 use super::program::{LoopPlan, Program};
 use super::shadow::Shadow;
-use super::share::{CoreLink, QUANTUM_TICKS};
+use super::share::CoreLink;
 pub(crate) use hazards::HbmWrites;
 
 // ---- internal state -------------------------------------------------------------------------
@@ -511,81 +513,6 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
 }
 
 impl Executor<'_, '_> {
-    /// At a quantum boundary, while other cores of the device execute: publishes this core's
-    /// HBM demand and learns theirs (`engine::share`); their change re-rates this core's HBM
-    /// transfers, and decides whether its HBM descriptors may run whole (`set_coupled`).
-    fn meet_others(&mut self) {
-        let Some(link) = self.env.link else {
-            return;
-        };
-        if !link.coupled() {
-            if self.next_meet != u64::MAX {
-                // Uncoupling: the board gets this core's demand as it is now (a core that
-                // starts executing reads it until this one couples again).
-                self.next_meet = u64::MAX;
-                self.publish_movers();
-            }
-            if self.others != 0 {
-                self.others = 0;
-                self.rates_dirty = true;
-            }
-            self.set_coupled(false);
-            return;
-        }
-        if self.next_meet == u64::MAX {
-            // Coupling: the others read this core's demand from now on.
-            self.next_meet = (self.t / QUANTUM_TICKS + 1) * QUANTUM_TICKS;
-            self.publish_movers();
-        }
-        while self.t >= self.next_meet {
-            let movers = self.hbm_movers();
-            let others = u64::from(link.meet(self.next_meet / QUANTUM_TICKS, movers as u32));
-            self.published = movers;
-            self.next_meet += QUANTUM_TICKS;
-            if others != self.others {
-                self.others = others;
-                self.rates_dirty = true;
-                let peak = &mut self.report.peak_peer_hbm_engines;
-                *peak = (*peak).max(others as u32);
-            }
-        }
-        self.set_coupled(true);
-    }
-
-    /// Whether the device's bandwidth covers all of this core's engines at their peaks beside
-    /// the other cores' `others` (as of the last boundary): then no engine of this core can
-    /// be slowed before the next boundary, whatever its own engines do.
-    fn hbm_room(&self) -> bool {
-        let spec = self.env.spec;
-        self.hbm_covers_engines
-            && spec.hbm_rate() / (DMA_ENGINES as u64).saturating_add(self.others)
-                >= spec.engine_rate()
-    }
-
-    /// Whether this core's HBM descriptors run whole (`Phase::Whole`). Uncoupled: where the
-    /// device's bandwidth covers every engine of the core. Coupled: also only while the
-    /// other cores' demand leaves room for all of them (`hbm_room`), which can change only at
-    /// a boundary; without room, the ones scheduled whole become the phases they are in at
-    /// this tick, and new ones run as two phases. Either way every engine runs at the rate
-    /// `update_rates` would give it: the schedule is the two-phase one.
-    fn set_coupled(&mut self, coupled: bool) {
-        let whole = if coupled {
-            self.hbm_room()
-        } else {
-            self.hbm_covers_engines
-        };
-        if whole {
-            #[cfg(test)]
-            if coupled {
-                test_hooks::ROOMY.with(|c| c.set(c.get() + 1));
-            }
-            self.whole_hbm = true;
-        } else if self.whole_hbm {
-            self.whole_hbm = false;
-            self.split_whole_hbm();
-        }
-    }
-
     fn run(&mut self) {
         loop {
             self.complete_seq_ops();
