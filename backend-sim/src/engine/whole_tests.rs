@@ -186,6 +186,40 @@ fn coupling_mid_flight_splits_whole_descriptors_exactly() {
     }
 }
 
+/// A group's reports (first execution, repeat), its outputs and a count of member 0's room.
+type GroupRun = (Vec<ExecReport>, Vec<ExecReport>, Vec<Vec<Vec<u8>>>, u64);
+
+/// Reports of a first execution and a repeat of `programs` as one lock-step group (member `i`
+/// on core `i` of `dev()`), the outputs after both, and how often member 0 (the calling
+/// thread) found room while coupled; `split`: every descriptor as two phases.
+fn group_run(dev: &dyn Fn() -> Device, programs: &[Program], split: bool) -> GroupRun {
+    let opts = ExecOptions {
+        record_events: true,
+        record_descriptors: false,
+        max_events: 1 << 22,
+        ..ExecOptions::default()
+    };
+    SPLIT_PHASES.with(|c| c.set(split));
+    ROOMY.with(|c| c.set(0));
+    let dev = dev();
+    let lps: Vec<LoadedProgram> = programs
+        .iter()
+        .zip(0..)
+        .map(|(p, core)| load_filled(&dev, core, p, 7, 3 + u64::from(core)))
+        .collect();
+    let group: Vec<(&LoadedProgram, &[(usize, u64)])> =
+        lps.iter().map(|lp| (lp, &[][..])).collect();
+    let first = dev.execute_group(&group, &opts).unwrap();
+    let repeat = dev.execute_group(&group, &opts).unwrap();
+    let outs: Vec<_> = lps
+        .iter()
+        .zip(programs)
+        .map(|(lp, p)| outputs(&dev, lp, p))
+        .collect();
+    SPLIT_PHASES.with(|c| c.set(false));
+    (first, repeat, outs, ROOMY.with(std::cell::Cell::get))
+}
+
 /// A lock-step group on trn1 (`Device::execute_group`: its cores meet at every quantum
 /// boundary and share the device's 820 GB/s): member 0 moves HBM data on all 16 engines,
 /// member 1 is a matmul that loads, computes and stores. While member 1's engines are idle,
@@ -199,33 +233,8 @@ fn a_group_runs_whole_where_the_others_leave_room() {
         dma_program(12, 16, 128),
         kernels::matmul(256, 512, 256, DType::Bf16, DType::F32).unwrap(),
     ];
-    let opts = ExecOptions {
-        record_events: true,
-        record_descriptors: false,
-        max_events: 1 << 22,
-        ..ExecOptions::default()
-    };
-    let run = |split: bool| {
-        SPLIT_PHASES.with(|c| c.set(split));
-        ROOMY.with(|c| c.set(0));
-        let dev = Device::new(Instance::Trn1);
-        let lps: Vec<LoadedProgram> = programs
-            .iter()
-            .zip(0..)
-            .map(|(p, core)| load_filled(&dev, core, p, 7, 3 + u64::from(core)))
-            .collect();
-        let group: Vec<(&LoadedProgram, &[(usize, u64)])> =
-            lps.iter().map(|lp| (lp, &[][..])).collect();
-        let first = dev.execute_group(&group, &opts).unwrap();
-        let repeat = dev.execute_group(&group, &opts).unwrap();
-        let outs: Vec<_> = lps
-            .iter()
-            .zip(&programs)
-            .map(|(lp, p)| outputs(&dev, lp, p))
-            .collect();
-        SPLIT_PHASES.with(|c| c.set(false));
-        (first, repeat, outs, ROOMY.with(std::cell::Cell::get))
-    };
+    let trn1 = || Device::new(Instance::Trn1);
+    let run = |split: bool| group_run(&trn1, &programs, split);
     let (ref_first, ref_repeat, ref_outs, _) = run(true);
     let (first, repeat, outs, roomy) = run(false);
     for r in ref_first.iter().chain(&ref_repeat) {
@@ -241,4 +250,66 @@ fn a_group_runs_whole_where_the_others_leave_room() {
     assert_eq!(first, ref_first, "first execution: reports differ");
     assert_eq!(repeat, ref_repeat, "repeat: reports differ");
     assert_eq!(outs, ref_outs, "outputs differ");
+}
+
+/// More groups against the two-phase schedule, first execution and repeat: DMA programs of
+/// other widths and lengths, a looped matmul, an elementwise kernel, two members that both
+/// load on all 16 engines; and three members of a trn2 whose HBM is cut to 500 GB/s, where a
+/// core has room beside at most 5 other engines (500 GB/s over 21 engines is above 23 B/ns).
+#[test]
+fn groups_of_other_shapes_keep_the_two_phase_schedule() {
+    let trn1 = || Device::new(Instance::Trn1);
+    let trn2_500 = || Device::with_hbm_mbps(Instance::Trn2, 500_000).unwrap();
+    let cases: [(&dyn Fn() -> Device, Vec<Program>); 5] = [
+        (&trn1, vec![dma_program(6, 5, 37), dma_program(8, 16, 64)]),
+        (
+            &trn1,
+            vec![
+                kernels::matmul_looped(300, 700, 520, DType::Bf16, DType::F32).unwrap(),
+                dma_program(10, 15, 128),
+            ],
+        ),
+        (
+            &trn1,
+            vec![
+                kernels::elementwise(kernels::Elementwise::Add, 130, 700, DType::F32).unwrap(),
+                kernels::matmul(256, 512, 256, DType::Bf16, DType::F32).unwrap(),
+            ],
+        ),
+        (
+            &trn1,
+            vec![dma_program(4, 16, 128), dma_program(4, 16, 128)],
+        ),
+        (
+            &trn2_500,
+            vec![
+                dma_program(6, 4, 64),
+                dma_program(5, 16, 128),
+                kernels::matmul(256, 512, 256, DType::Bf16, DType::F32).unwrap(),
+            ],
+        ),
+    ];
+    let (mut roomy, mut slowed) = (0, 0);
+    for (i, (dev, programs)) in cases.iter().enumerate() {
+        let (ref_first, ref_repeat, ref_outs, _) = group_run(*dev, programs, true);
+        let (first, repeat, outs, r) = group_run(*dev, programs, false);
+        for rep in ref_first.iter().chain(&ref_repeat) {
+            assert!(rep.result().is_ok(), "case {i}: {:?}", rep.error);
+        }
+        assert_eq!(
+            first, ref_first,
+            "case {i}: first execution: reports differ"
+        );
+        assert_eq!(repeat, ref_repeat, "case {i}: repeat: reports differ");
+        assert_eq!(outs, ref_outs, "case {i}: outputs differ");
+        roomy += r;
+        slowed += ref_first
+            .iter()
+            .map(ExecReport::bandwidth_stall)
+            .sum::<u64>();
+    }
+    assert!(
+        roomy > 0 && slowed > 0,
+        "room {roomy}, bandwidth stalls {slowed}"
+    );
 }
