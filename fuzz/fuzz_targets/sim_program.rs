@@ -4,7 +4,8 @@
 //! and hazard limits, rendered as a trace and unloaded (all its HBM given back). A clean
 //! execution is repeated (the hazard check then skipped) and repeated again without
 //! descriptor events (descriptors then run back to back as one event where they can): the
-//! three must agree.
+//! three must agree. The program is then also loaded on the other core and the two run twice
+//! as one lock-step group: the two group runs must have one schedule.
 //!
 //! Inputs that do not start with the magic are also tried behind a valid preamble (magic,
 //! format 1.0, no flags), so mutations reach the sections.
@@ -128,6 +129,29 @@ fn run(bytes: &[u8]) {
                     ..opts
                 };
                 same(&dev.execute(&lp, &quiet).expect("a third execution"));
+                // The same program on the device's other core too, the two as one lock-step
+                // group (sharing the device's HBM bandwidth, meeting at quantum boundaries):
+                // twice, with one schedule. (Outputs are not compared: an offset past a tensor
+                // may reach the other member's.)
+                if let Ok(lp2) = dev.load(1 - core, lp.program().clone()) {
+                    let group = [(&lp, &[][..]), (&lp2, &[][..])];
+                    if let (Ok(a), Ok(b)) = (
+                        dev.execute_group(&group, &quiet),
+                        dev.execute_group(&group, &quiet),
+                    ) {
+                        assert_eq!(a.len(), 2);
+                        for (x, y) in a.iter().zip(&b) {
+                            assert_eq!(x.status, y.status);
+                            assert_eq!(x.ticks, y.ticks);
+                            assert_eq!(x.engines, y.engines);
+                            assert_eq!(x.dma_engines, y.dma_engines);
+                            assert_eq!(x.semaphores, y.semaphores);
+                            assert_eq!(x.peak_peer_hbm_engines, y.peak_peer_hbm_engines);
+                        }
+                    }
+                    dev.unload(lp2)
+                        .expect("unload of the second core's program");
+                }
             }
         }
         Err(e) => {
