@@ -407,8 +407,8 @@ fn a_trigger_latency_delays_the_start_not_the_transfer() {
 
 /// A trigger latency beyond any horizon (`ExecOptions::dma_trigger_latency_ticks` takes any
 /// u64) leaves the transfer unstarted: the execution times out as a program waiting forever
-/// does. (Before 2026-12-07 a trigger after tick 0 overflowed the tick arithmetic: a panic in
-/// debug builds.)
+/// does. (Before 2026-12-07 a trigger after tick 0 overflowed the tick arithmetic, and a start
+/// near the end of the tick range overflowed the transfer's: panics in debug builds.)
 #[test]
 fn an_endless_latency_ends_the_execution_cleanly() {
     let mut b = ProgramBuilder::new("load");
@@ -428,6 +428,16 @@ fn an_endless_latency_ends_the_execution_cleanly() {
     };
     let r = dev.execute(&lp, &opts).unwrap();
     assert_eq!(r.status, NrtStatus::Timeout);
+    assert_eq!(r.dma_engines.iter().map(|c| c.bytes).sum::<u64>(), 0);
+    // A latency that lands a start just short of the end of time, with no tick limit: the
+    // transfer never starts (past 2^63 ticks), rather than overflowing the arithmetic after it.
+    let near_end = ExecOptions {
+        dma_trigger_latency_ticks: Some(u64::MAX - 100),
+        max_ticks: u64::MAX,
+        ..ExecOptions::default()
+    };
+    let r = dev.execute(&lp, &near_end).unwrap();
+    assert_eq!((r.status, r.ticks), (NrtStatus::Timeout, u64::MAX));
     assert_eq!(r.dma_engines.iter().map(|c| c.bytes).sum::<u64>(), 0);
 }
 

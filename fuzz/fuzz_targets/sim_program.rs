@@ -174,11 +174,7 @@ fn run(bytes: &[u8]) {
                     ) {
                         assert_eq!(a.len(), 2);
                         for (x, y) in a.iter().zip(&b) {
-                            assert_eq!(x.status, y.status);
-                            assert_eq!(x.ticks, y.ticks);
-                            assert_eq!(x.engines, y.engines);
-                            assert_eq!(x.dma_engines, y.dma_engines);
-                            assert_eq!(x.semaphores, y.semaphores);
+                            same(x, y);
                             assert_eq!(x.peak_peer_hbm_engines, y.peak_peer_hbm_engines);
                         }
                     }

@@ -306,7 +306,9 @@ impl Executor<'_, '_> {
     /// `CoreSpec::dma_queue_interval_ticks` (0 when it is 0 or the queue never started one).
     pub(super) fn queue_interval_floor(&self, q: usize) -> u64 {
         match self.queue_last_start.get(q) {
-            Some(&last) if last != u64::MAX => last + self.env.spec.dma_queue_interval_ticks,
+            Some(&last) if last != u64::MAX => {
+                last.saturating_add(self.env.spec.dma_queue_interval_ticks)
+            }
             _ => 0,
         }
     }
@@ -320,7 +322,7 @@ impl Executor<'_, '_> {
         };
         *last = t;
         if let Some(next) = self.queues[q].get_mut(1) {
-            next.ready = next.ready.max(t + interval);
+            next.ready = next.ready.max(t.saturating_add(interval));
         }
     }
 

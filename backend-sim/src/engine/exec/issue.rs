@@ -9,6 +9,10 @@ use super::{Executor, PORT_PSUM_VS, PORT_SBUF_VG, Pending, Transfer, Wait, join}
 use crate::engine::isa::{DmaShift, EngineId, Instr, SemCmp, Space};
 use crate::engine::memory::DMA_QUEUES;
 
+/// The latest tick a DMA transfer may start at (2^63, about 209 years at 1.4 GHz): a trigger
+/// latency that puts a start later means the transfer never starts.
+const NEVER_AFTER: u64 = 1 << 63;
+
 impl Executor<'_, '_> {
     pub(super) fn try_issue(&mut self, i: usize) -> bool {
         let t = self.t;
@@ -143,14 +147,17 @@ impl Executor<'_, '_> {
                 self.sem_pending_dma[usize::from(sem)] += 1;
                 self.queue_mask[usize::from(dma)] |= 1 << queue;
                 self.start_pending = true;
-                // Saturating: a study's latency may be any u64 (the transfer then never starts
-                // and the execution times out).
+                // A study's latency may be any u64. A start it puts past `NEVER_AFTER` is never
+                // reached (the transfer waits out the execution's limit), so every start leaves
+                // the tick arithmetic of the transfer that follows in range.
+                let latency = self
+                    .opts
+                    .dma_trigger_latency_ticks
+                    .unwrap_or(self.env.spec.dma_trigger_latency_ticks);
                 let ready = t
-                    .saturating_add(
-                        self.opts
-                            .dma_trigger_latency_ticks
-                            .unwrap_or(self.env.spec.dma_trigger_latency_ticks),
-                    )
+                    .checked_add(latency)
+                    .filter(|&r| r <= NEVER_AFTER)
+                    .unwrap_or(u64::MAX)
                     .max(self.queue_interval_floor(q));
                 self.queues[q].push_back(Transfer {
                     first,

@@ -36,7 +36,8 @@ pub struct ExecOptions {
     pub recheck_hazards: bool,
     /// Overrides the generation's DMA trigger-to-start latency
     /// (`CoreSpec::dma_trigger_latency_ticks`, 0 on every generation: not modelled), for
-    /// studies of its effect; `None`: the generation's figure.
+    /// studies of its effect; `None`: the generation's figure. Any value is accepted; a
+    /// transfer it would start after tick 2^63 never starts (the execution times out).
     pub dma_trigger_latency_ticks: Option<u64>,
 }
 
