@@ -103,6 +103,35 @@ fn run(bytes: &[u8]) {
             assert!(report.hazards.len() <= opts.max_hazards);
             assert_eq!(report.status == NrtStatus::Success, report.error.is_none());
             let _ = trace::chrome_trace_json(&report);
+            // The same first execution without descriptor events, on a twin loaded and filled
+            // the same way: a transfer's descriptors may then run back to back, their
+            // boundaries replayed in order (`exec/dma_run.rs`). The same schedule, hazards and
+            // bytes, racy program or not.
+            {
+                let twin = Device::with_hbm_capacity(Instance::Trn1, HBM_BYTES);
+                let tlp = twin
+                    .load(core, lp.program().clone())
+                    .expect("the twin loads the program as the device did");
+                fill_inputs(&twin, &tlp, bytes);
+                let r = twin
+                    .execute(
+                        &tlp,
+                        &ExecOptions {
+                            record_descriptors: false,
+                            ..opts
+                        },
+                    )
+                    .expect("the twin's first execution without descriptor events");
+                assert_eq!(r.status, report.status);
+                assert_eq!(r.error, report.error);
+                assert_eq!(r.ticks, report.ticks);
+                assert_eq!(r.engines, report.engines);
+                assert_eq!(r.dma_engines, report.dma_engines);
+                assert_eq!(r.semaphores, report.semaphores);
+                assert_eq!(r.hazards, report.hazards);
+                assert_eq!(outputs(&twin, &tlp), outputs(&dev, &lp));
+                twin.unload(tlp).expect("unload of the twin's program");
+            }
             if report.result().is_ok() {
                 for t in &lp.program().tensors {
                     if t.kind == TensorKind::Output && t.size_bytes().unwrap_or(u64::MAX) <= 1 << 20

@@ -13,10 +13,53 @@ use crate::engine::{
     DType, Device, EngineId, ExecOptions, ExecReport, Program, ProgramBuilder, kernels,
 };
 
-/// A repeat execution of `program` (the second at the same addresses: the first proved it
-/// free of hazards, so the second skips the check and may run descriptors in runs), with or
-/// without runs, coupling and uncoupling with other cores' `others` HBM engines every `every`
-/// ticks (0: never). Returns its report, every output's bytes and the runs planned in it.
+/// An execution of `program` with or without runs, coupling and uncoupling with other
+/// cores' `others` HBM engines every `every` ticks (0: never): a repeat (the second at the
+/// same addresses: the first proved it free of hazards, so the second skips the check and
+/// runs copy at their ends) or, when `first`, a first execution (hazards checked: runs replay
+/// their boundaries in order). Returns its report, every output's bytes and the runs planned
+/// in it.
+fn execution(
+    instance: Instance,
+    program: &Program,
+    runs: bool,
+    opts: &ExecOptions,
+    every: u64,
+    others: u64,
+    first: bool,
+) -> (ExecReport, Vec<Vec<u8>>, u64) {
+    let (dev, lp) = loaded(instance, program, 7, 3);
+    if !first {
+        let proof = dev
+            .execute(
+                &lp,
+                &ExecOptions {
+                    max_ticks: ExecOptions::default().max_ticks,
+                    ..*opts
+                },
+            )
+            .unwrap();
+        assert!(
+            proof.result().is_ok(),
+            "{}: {:?}",
+            program.name,
+            proof.error
+        );
+        assert!(proof.hazards_checked);
+    }
+    NO_RUNS.with(|c| c.set(!runs));
+    RUNS.with(|c| c.set(0));
+    COUPLING.with(|c| c.set((every, every, others, false)));
+    let report = dev.execute(&lp, opts).unwrap();
+    assert_eq!(report.hazards_checked, first, "{}", program.name);
+    let planned = RUNS.with(std::cell::Cell::get);
+    NO_RUNS.with(|c| c.set(false));
+    COUPLING.with(|c| c.set((0, 0, 0, false)));
+    let outputs = outputs(&dev, &lp, program);
+    (report, outputs, planned)
+}
+
+/// A repeat execution: [`execution`].
 fn repeat(
     instance: Instance,
     program: &Program,
@@ -25,33 +68,7 @@ fn repeat(
     every: u64,
     others: u64,
 ) -> (ExecReport, Vec<Vec<u8>>, u64) {
-    let (dev, lp) = loaded(instance, program, 7, 3);
-    let first = dev
-        .execute(
-            &lp,
-            &ExecOptions {
-                max_ticks: ExecOptions::default().max_ticks,
-                ..*opts
-            },
-        )
-        .unwrap();
-    assert!(
-        first.result().is_ok(),
-        "{}: {:?}",
-        program.name,
-        first.error
-    );
-    assert!(first.hazards_checked);
-    NO_RUNS.with(|c| c.set(!runs));
-    RUNS.with(|c| c.set(0));
-    COUPLING.with(|c| c.set((every, every, others, false)));
-    let report = dev.execute(&lp, opts).unwrap();
-    assert!(!report.hazards_checked, "{}", program.name);
-    let planned = RUNS.with(std::cell::Cell::get);
-    NO_RUNS.with(|c| c.set(false));
-    COUPLING.with(|c| c.set((0, 0, 0, false)));
-    let outputs = outputs(&dev, &lp, program);
-    (report, outputs, planned)
+    execution(instance, program, runs, opts, every, others, false)
 }
 
 /// Events recorded (instructions, waits, whole transfers), descriptor events not: the
@@ -87,8 +104,30 @@ fn same_beside(
     others: u64,
     expect_runs: bool,
 ) -> ExecReport {
-    let (reference, reference_out, none) = repeat(instance, program, false, opts, every, others);
-    let (r, out, planned) = repeat(instance, program, true, opts, every, others);
+    let mut repeated = None;
+    for first in [false, true] {
+        let r = same_either_way(instance, program, opts, every, others, expect_runs, first);
+        if !first {
+            repeated = Some(r);
+        }
+    }
+    repeated.unwrap()
+}
+
+/// Asserts that `program`'s first execution (`first`, hazards checked) or repeat gives the
+/// same report and outputs with runs as without; returns the report.
+fn same_either_way(
+    instance: Instance,
+    program: &Program,
+    opts: &ExecOptions,
+    every: u64,
+    others: u64,
+    expect_runs: bool,
+    first: bool,
+) -> ExecReport {
+    let (reference, reference_out, none) =
+        execution(instance, program, false, opts, every, others, first);
+    let (r, out, planned) = execution(instance, program, true, opts, every, others, first);
     let name = &program.name;
     assert_eq!(none, 0, "{instance:?} {name}: runs planned with runs off");
     if expect_runs {
@@ -96,9 +135,12 @@ fn same_beside(
     }
     assert_eq!(
         r, reference,
-        "{instance:?} {name} (every {every}): reports differ"
+        "{instance:?} {name} (every {every}, first {first}): reports differ"
     );
-    assert_eq!(out, reference_out, "{instance:?} {name}: outputs differ");
+    assert_eq!(
+        out, reference_out,
+        "{instance:?} {name} (first {first}): outputs differ"
+    );
     r
 }
 
@@ -132,31 +174,42 @@ fn runs_change_no_tick_counter_event_or_byte() {
 }
 
 #[test]
-fn no_run_while_hazards_are_checked_or_descriptors_recorded() {
+fn no_run_while_descriptors_are_recorded() {
     let p = dma_program(2, 16, 128);
     let dev = Device::new(Instance::Trn1);
     let lp = dev.load(0, p).unwrap();
-    for (o, checked) in [
-        (opts(), true),
+    let recorded = ExecOptions {
+        record_descriptors: true,
+        ..opts()
+    };
+    for (o, checked, runs) in [
+        // The first execution checks hazards: its runs replay their boundaries.
+        (opts(), true, true),
+        (recorded, false, false),
+        (
+            ExecOptions {
+                recheck_hazards: true,
+                ..recorded
+            },
+            true,
+            false,
+        ),
         (
             ExecOptions {
                 recheck_hazards: true,
                 ..opts()
             },
             true,
+            true,
         ),
-        (ExecOptions::default(), false),
+        (opts(), false, true),
     ] {
         RUNS.with(|c| c.set(0));
         let r = dev.execute(&lp, &o).unwrap();
         assert!(r.result().is_ok());
         assert_eq!(r.hazards_checked, checked);
-        assert_eq!(RUNS.with(std::cell::Cell::get), 0);
+        assert_eq!(RUNS.with(std::cell::Cell::get) > 0, runs);
     }
-    // The same program, unchecked and without descriptor events: runs.
-    RUNS.with(|c| c.set(0));
-    dev.execute(&lp, &opts()).unwrap();
-    assert!(RUNS.with(std::cell::Cell::get) > 0);
 }
 
 /// Engine 0 moves a long transfer on queue 0 (short descriptors of uneven lengths, HBM →
@@ -329,4 +382,112 @@ fn events_added_at_any_tick_change_nothing() {
             }
         }
     }
+}
+
+/// A racy program: engines 0 and 1 load overlapping SBUF bytes from `x` as long transfers of
+/// uneven descriptors (from SyncE and ScalarE, unordered: write-write races between two runs),
+/// GpSimdE memsets some of those bytes at ticks that sweep the runs' boundaries (instructions
+/// racing the runs), and
+/// engine 2, triggered by VectorE without waiting, stores them to `y` one descriptor per
+/// transfer (read-write races whose bytes show when each copy happened, at events of their
+/// own). `k` shifts lengths and delays.
+fn racy_program(k: u32) -> Program {
+    use crate::engine::isa::{AccessPattern, Instr};
+    let mut b = ProgramBuilder::new("racy_runs");
+    let n = 96u32;
+    let x = b.input("x", DType::Bf16, &[u64::from(n) * 1024]);
+    let y = b.output("y", DType::Bf16, &[u64::from(n) * 1024]);
+    let (s0, s1, s2, delay) = (
+        b.sem().unwrap(),
+        b.sem().unwrap(),
+        b.sem().unwrap(),
+        b.sem().unwrap(),
+    );
+    let sbuf = |i: u32| DmaEndpoint::Sbuf {
+        partition: (i % 32) as u8,
+        offset: (i / 32) * 1024,
+    };
+    let len = |i: u32, m: u32| 128 + 64 * ((i * m + k) % 7);
+    let load = |shift: u64, m: u32| -> Vec<DmaDescriptor> {
+        (0..n)
+            .map(|i| DmaDescriptor {
+                src: DmaEndpoint::Hbm {
+                    tensor: x,
+                    offset: u64::from(i) * 2048 + shift,
+                },
+                dst: sbuf(i),
+                len: len(i, m),
+            })
+            .collect()
+    };
+    b.dma_on(EngineId::Sync, 0, 0, &load(0, 3), s0, 1);
+    for _ in 0..(k * 5) % 11 {
+        b.signal(EngineId::Scalar, delay, 1);
+    }
+    b.dma_on(EngineId::Scalar, 1, 0, &load(512, 5), s1, 1);
+    for _ in 0..3 + (k * 7) % 17 {
+        b.signal(EngineId::GpSimd, delay, 1);
+    }
+    // Memsets at issue ticks that sweep the runs' boundaries.
+    for j in 0..60u32 {
+        for _ in 0..(j * (k + 1) + 3) % 4 {
+            b.signal(EngineId::GpSimd, delay, 1);
+        }
+        b.push(
+            EngineId::GpSimd,
+            Instr::Memset {
+                out: AccessPattern::sbuf(DType::Bf16, 0, 32, (j * 96) % 3072, 16 + (j % 5) as u16),
+                bits: 0x3f80_0000 + j,
+            },
+        );
+    }
+    for _ in 0..(k * 3) % 13 {
+        b.signal(EngineId::Vector, delay, 1);
+    }
+    let store: Vec<DmaDescriptor> = (0..n)
+        .map(|i| DmaDescriptor {
+            src: sbuf(i),
+            dst: DmaEndpoint::Hbm {
+                tensor: y,
+                offset: u64::from(i) * 1024,
+            },
+            len: 1024,
+        })
+        .collect();
+    // One transfer per descriptor: each starts and ends at an event of its own, at ticks
+    // that sweep the runs' boundaries.
+    for d in &store {
+        b.dma_on(EngineId::Vector, 2, 0, std::slice::from_ref(d), s2, 1);
+    }
+    b.wait(EngineId::Sync, s0, 1);
+    b.wait(EngineId::Sync, s1, 1);
+    b.wait(EngineId::Sync, s2, n);
+    b.build().unwrap()
+}
+
+#[test]
+fn a_racy_first_execution_reports_and_writes_the_same_with_runs() {
+    // Hazards are checked at each descriptor's start in the order of the schedule without
+    // runs, and copies happen at each descriptor's end in that order: the same hazards, in
+    // the same order, naming the same accesses, and the same bytes.
+    let o = ExecOptions {
+        max_hazards: 1 << 16,
+        ..opts()
+    };
+    let mut hazards = 0;
+    for instance in [Instance::Trn1, Instance::Trn2] {
+        for k in 0..12 {
+            let p = racy_program(k);
+            for latency in [None, Some(3)] {
+                let o = ExecOptions {
+                    dma_trigger_latency_ticks: latency,
+                    ..o
+                };
+                let r = same_either_way(instance, &p, &o, 0, 0, true, true);
+                assert_eq!(r.status, nrt_core::NrtStatus::ExecCompletedWithErr);
+                hazards += r.hazards.len();
+            }
+        }
+    }
+    assert!(hazards > 1000, "{hazards} hazards");
 }

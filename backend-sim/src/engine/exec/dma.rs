@@ -13,11 +13,18 @@ use crate::engine::memory::{DMA_ENGINES, DMA_QUEUES, OnChip};
 impl Executor<'_, '_> {
     pub(super) fn complete_dma_phases(&mut self) {
         let t = self.t;
-        if !self.dma_next.iter().any(|&n| n <= t) {
+        let mid_due = std::mem::take(&mut self.mid_due);
+        if !mid_due && !self.dma_next.iter().any(|&n| n <= t) {
             return;
         }
         for e in 0..DMA_ENGINES {
             if self.dma_next[e] > t {
+                // A boundary inside a run at this tick: its member finishes here, in its
+                // engine's place; the next starts in the start pass.
+                if mid_due && self.run_boundary(e) == t && self.next_member(e, t) {
+                    self.mid_started |= 1 << e;
+                    self.start_pending = true;
+                }
                 continue;
             }
             match self.dma[e].phase {
@@ -81,6 +88,7 @@ impl Executor<'_, '_> {
         d.phase = Phase::Idle;
         d.rate = 0;
         self.dma_next[e] = u64::MAX;
+        self.run_mid[e] = u64::MAX;
         self.start_pending = true;
         self.reclass(e);
     }
@@ -326,9 +334,54 @@ impl Executor<'_, '_> {
         }
     }
 
+    /// The descriptor `queue`'s front transfer has next, shifted by its trigger's offsets,
+    /// starting on engine `e` at tick `t`: its source and destination checked against earlier
+    /// accesses and recorded (when the execution checks hazards). `None` when there is none.
+    pub(super) fn check_next_descriptor(
+        &mut self,
+        e: usize,
+        queue: usize,
+        t: u64,
+    ) -> Option<DmaDescriptor> {
+        let tr = self.queues[queue].front_mut()?;
+        let idx = tr.first + tr.next;
+        let d = self
+            .env
+            .program
+            .descriptors
+            .get(idx as usize)
+            .and_then(|d| shift_descriptor(d, tr.shift))?;
+        if self.env.check_hazards {
+            let agent = tr.agent;
+            let clock = std::mem::take(&mut tr.clock);
+            let actor = Actor::Dma {
+                engine: e as u8,
+                queue: (queue % DMA_QUEUES) as u8,
+                desc: idx,
+            };
+            let rs = d.src.footprint(self.env.bases, d.len);
+            let rd = d.dst.footprint(self.env.bases, d.len);
+            self.check_and_record(rs, false, agent, &clock, actor, t);
+            self.check_and_record(rd, true, agent, &clock, actor, t);
+            if let Some(tr) = self.queues[queue].front_mut() {
+                tr.clock = clock;
+            }
+        }
+        Some(d)
+    }
+
     pub(super) fn start_dma_engines(&mut self) {
         let t = self.t;
         for e in 0..DMA_ENGINES {
+            // A run member that starts at this tick (`dma_run.rs`, replayed boundaries) is
+            // checked here, in its engine's place, as a descriptor starting now would be.
+            if self.mid_started & (1 << e) != 0 {
+                self.mid_started &= !(1 << e);
+                if let Phase::Whole { queue, .. } = self.dma[e].phase {
+                    self.check_next_descriptor(e, queue, t);
+                }
+                continue;
+            }
             if self.dma[e].phase != Phase::Idle {
                 continue;
             }
@@ -363,40 +416,11 @@ impl Executor<'_, '_> {
             let first_desc = tr.next == 0;
             if first_desc {
                 tr.start = Some(t);
-            }
-            let idx = tr.first + tr.next;
-            let agent = tr.agent;
-            let shift = tr.shift;
-            let clock = std::mem::take(&mut tr.clock);
-            if first_desc {
                 self.queue_started(q, t);
             }
-            let Some(d) = self
-                .env
-                .program
-                .descriptors
-                .get(idx as usize)
-                .and_then(|d| shift_descriptor(d, shift))
-            else {
-                if let Some(tr) = self.queues[q].front_mut() {
-                    tr.clock = clock;
-                }
+            let Some(d) = self.check_next_descriptor(e, q, t) else {
                 continue;
             };
-            let actor = Actor::Dma {
-                engine: e as u8,
-                queue: qi as u8,
-                desc: idx,
-            };
-            if self.env.check_hazards {
-                let rs = d.src.footprint(self.env.bases, d.len);
-                let rd = d.dst.footprint(self.env.bases, d.len);
-                self.check_and_record(rs, false, agent, &clock, actor);
-                self.check_and_record(rd, true, agent, &clock, actor);
-            }
-            if let Some(tr) = self.queues[q].front_mut() {
-                tr.clock = clock;
-            }
             let spec = self.env.spec;
             let fixed = if first_desc {
                 spec.dma_transfer_ticks
@@ -410,12 +434,15 @@ impl Executor<'_, '_> {
                 // Its data phase will run at the peak: one event at its end, or at the end of
                 // the run it starts (`dma_run.rs`).
                 let units = dma_units(&d);
-                let end = t + overhead + self.data_ticks(e, units);
+                let first_end = t + overhead + self.data_ticks(e, units);
                 let (more, end) = if self.runs_ok && mask == 1 << qi {
-                    self.plan_run(e, q, end)
+                    self.plan_run(e, q, first_end)
                 } else {
-                    (0, end)
+                    (0, first_end)
                 };
+                if self.replay && more > 0 {
+                    self.run_mid[e] = first_end;
+                }
                 let de = &mut self.dma[e];
                 de.phase = Phase::Whole {
                     data_from: t + overhead,

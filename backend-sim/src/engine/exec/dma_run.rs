@@ -12,12 +12,25 @@
 //! (`split_whole_hbm`), the end of the execution (`settle_runs`). A coupled core also brings
 //! its runs up to each quantum boundary to count its demand (`hbm_movers`); they go on.
 //!
-//! Copies of a run's descriptors happen at the run's end rather than at each descriptor's:
-//! no agent can observe the difference except through a race, and runs happen only in an
-//! execution that skips the hazard check because an earlier one at the same addresses proved
-//! the program free of races (`ExecOptions::recheck_hazards`). They do not happen while
-//! descriptor events are recorded (those are logged in time order) — so a run changes no
-//! tick, counter, event, semaphore or byte of the result (`engine::run_tests`).
+//! In an execution that skips the hazard check because an earlier one at the same addresses
+//! proved the program free of races (`ExecOptions::recheck_hazards`), copies of a run's
+//! descriptors happen at the run's end rather than at each descriptor's: no agent can observe
+//! the difference except through a race.
+//!
+//! **Replayed boundaries.** In an execution that checks hazards, every descriptor's accesses
+//! must be checked at its start, in the order of the schedule without runs (the order decides
+//! which access a report names first), and a racy program's bytes must not depend on runs. So
+//! there the boundaries inside runs are replayed at the executor's next event
+//! (`replay_runs_before`): every boundary before it, by tick, and at each tick first every
+//! engine's finishing member (its copy) then every engine's starting one (its check), engines
+//! in order — what the executor would have done had each boundary been an event, where nothing
+//! else happens. A boundary at the event's own tick is taken in its engine's place in
+//! `complete_dma_phases` (the finish) and `start_dma_engines` (the check), as an event's own
+//! descriptors are. What a run saves there is the executor's passes at every boundary.
+//!
+//! Runs do not happen while descriptor events are recorded (those are logged in time order).
+//! A run changes no tick, counter, event, semaphore, hazard report or byte of the result
+//! (`engine::run_tests`).
 
 use super::cost::dma_units;
 use super::{Executor, Phase};
@@ -114,6 +127,7 @@ impl Executor<'_, '_> {
             end = start.saturating_add(self.member_ticks(e, &d));
         }
         // `start` is in flight: keep the members after it that start before `cut_from`.
+        let member_end = end;
         let mut kept = 0;
         while kept < more && end < cut_from {
             let Some(d) = self.run_descriptor(queue, kept + 1) else {
@@ -135,12 +149,26 @@ impl Executor<'_, '_> {
             more: kept,
         };
         self.dma_next[e] = end;
+        if self.replay {
+            self.run_mid[e] = if kept > 0 { member_end } else { u64::MAX };
+        }
     }
 
     /// A transfer was queued on `queue` at this tick: a run of its engine on another queue
     /// ends with the member in flight (one that ended at this tick finishes now, as it would
     /// have before this tick's issue pass), since the engine's next choice may differ.
     pub(super) fn cut_run(&mut self, e: usize, queue: usize) {
+        // A replayed member that starts at this tick has not started yet: the engine chooses
+        // again in the start pass, as it would after finishing the member before it.
+        if self.mid_started & (1 << e) != 0 {
+            if let Phase::Whole { queue: q, .. } = self.dma[e].phase {
+                if q != queue {
+                    self.mid_started &= !(1 << e);
+                    self.set_idle(e);
+                }
+            }
+            return;
+        }
         if let Some(Phase::Whole {
             queue: q,
             more: 1..,
@@ -162,5 +190,121 @@ impl Executor<'_, '_> {
                 self.settle_run(e, t, u64::MAX);
             }
         }
+    }
+
+    /// The end of engine `e`'s member in flight when more of its run follow: a boundary
+    /// inside the run (`u64::MAX` when the engine is not in such a run or not replaying).
+    pub(super) fn run_boundary(&self, e: usize) -> u64 {
+        match self.dma[e].phase {
+            Phase::Whole { more: 1.., .. } => self.run_mid[e],
+            _ => u64::MAX,
+        }
+    }
+
+    /// Replays the boundaries inside runs before tick `t` (see the module docs), and notes
+    /// whether one falls at `t` itself (`mid_due`).
+    pub(super) fn replay_runs_before(&mut self, t: u64) {
+        loop {
+            // The earliest boundary `b`, the engines at it, and the next other boundary `b2`.
+            let (mut b, mut b2) = (u64::MAX, u64::MAX);
+            let mut at: u16 = 0;
+            for (e, &m) in self.run_mid.iter().enumerate() {
+                if m >= b2 || self.run_boundary(e) == u64::MAX {
+                    continue;
+                }
+                if m < b {
+                    b2 = b;
+                    b = m;
+                    at = 0;
+                } else if m > b {
+                    b2 = m;
+                    continue;
+                }
+                at |= 1 << e;
+            }
+            if b >= t {
+                self.mid_due = b == t;
+                return;
+            }
+            // Every member ending at `b` finishes, then every next one starts.
+            self.cross_boundary(at, b);
+            // One engine alone before every other boundary: its next ones need no new search.
+            if at.count_ones() == 1 {
+                let e = at.trailing_zeros() as usize;
+                loop {
+                    let m = self.run_boundary(e);
+                    if m >= b2.min(t) {
+                        break;
+                    }
+                    self.cross_boundary(1 << e, m);
+                }
+            }
+        }
+    }
+
+    /// The members of the engines in `at` ending at `b` finish, in engine order, then the next
+    /// ones start, checked, in engine order.
+    fn cross_boundary(&mut self, at: u16, b: u64) {
+        let mut started: u16 = 0;
+        for e in Bits(at) {
+            if self.next_member(e, b) {
+                started |= 1 << e;
+            }
+        }
+        for e in Bits(started) {
+            if let Phase::Whole { queue, .. } = self.dma[e].phase {
+                self.check_next_descriptor(e, queue, b);
+            }
+        }
+    }
+
+    /// Engine `e`'s run member in flight ends at `b`: it finishes (its copy, counters) and the
+    /// next member becomes the one in flight, starting at `b` (not yet checked). `false` when
+    /// there is no next member (the engine is then idle).
+    pub(super) fn next_member(&mut self, e: usize, b: u64) -> bool {
+        let Phase::Whole {
+            queue, start, more, ..
+        } = self.dma[e].phase
+        else {
+            return false;
+        };
+        self.retire(e, queue, start, b);
+        let next = if more > 0 {
+            self.run_descriptor(queue, 0)
+        } else {
+            None
+        };
+        let Some(d) = next else {
+            self.set_idle(e);
+            return false;
+        };
+        let overhead = self.env.spec.dma_descriptor_ticks.max(1);
+        let end = b.saturating_add(self.member_ticks(e, &d));
+        self.dma[e].phase = Phase::Whole {
+            data_from: b.saturating_add(overhead),
+            units: dma_units(&d),
+            queue,
+            hbm: d.touches_hbm(),
+            start: b,
+            more: more - 1,
+        };
+        self.run_mid[e] = if more > 1 { end } else { u64::MAX };
+        true
+    }
+}
+
+/// The engines of a mask, lowest first.
+struct Bits(u16);
+
+impl Iterator for Bits {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let e = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(e)
     }
 }

@@ -79,6 +79,8 @@ impl HbmWrites {
 }
 
 impl Executor<'_, '_> {
+    /// Checks an access by `agent` (vector clock `clock`) made at tick `t` against the records
+    /// of earlier ones, reports the first conflict, and records it.
     pub(super) fn check_and_record(
         &mut self,
         fp: Footprint,
@@ -86,11 +88,11 @@ impl Executor<'_, '_> {
         agent: usize,
         clock: &VClock,
         actor: Actor,
+        t: u64,
     ) {
         if !self.env.check_hazards {
             return;
         }
-        let t = self.t;
         let region = fp.region();
         if !self.shadow.relevant(&region, write) {
             return;

@@ -378,7 +378,7 @@ impl Executor<'_, '_> {
                 }
             }
             let clock = std::mem::take(&mut self.seqs[i].clock);
-            self.check_and_record(fp, *w, engine.index(), &clock, actor);
+            self.check_and_record(fp, *w, engine.index(), &clock, actor, self.t);
             self.seqs[i].clock = clock;
         }
         let s = &self.seqs[i];

@@ -30,7 +30,8 @@
 //! * `dma.rs` — DMA engines: queue arbitration, descriptor phases, shared HBM rates, copies;
 //!   `coupling.rs` — meeting the device's other executing cores at quantum boundaries;
 //!   `dma_block.rs` — the copy of a block descriptor; `dma_run.rs` — a transfer's
-//!   descriptors run back to back as one event;
+//!   descriptors run back to back as one event (their boundaries replayed in order where
+//!   hazards are checked);
 //! * `hazards.rs` — hazard checks and access records (the glue to the `shadow` index);
 //! * `cost.rs` — the timing model: published constants and instruction costs;
 //! * `report.rs` — the public options and report types (independent of the executor).
@@ -295,8 +296,20 @@ struct Executor<'a, 'e> {
     /// against the two-phase schedule).
     whole_ok: bool,
     /// Whether a transfer's descriptors may run back to back as one event (`dma_run.rs`):
-    /// not while the hazard check runs or descriptor events are recorded.
+    /// not while descriptor events are recorded.
     runs_ok: bool,
+    /// Runs while the hazard check runs: each member is finished and the next started (its
+    /// accesses checked) at the next event, in the order of the schedule without runs
+    /// (`dma_run.rs`, "Replayed boundaries").
+    replay: bool,
+    /// Per DMA engine in a run with members left: the end of the member in flight (a
+    /// boundary inside the run; `u64::MAX` otherwise). Kept only while `replay`.
+    run_mid: [u64; DMA_ENGINES],
+    /// A boundary inside a run falls at this tick (found by `replay_runs_before`): its member
+    /// finishes in `complete_dma_phases` and the next starts in `start_dma_engines`.
+    mid_due: bool,
+    /// Engines whose run member starting at this tick awaits its check in the start pass.
+    mid_started: u16,
     /// The rate of each of them (they share HBM equally).
     hbm_rate: u64,
     /// An engine entered an HBM data phase and awaits its rate.
@@ -417,7 +430,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
     };
     #[cfg(not(test))]
     let whole_ok = true;
-    let runs_ok = whole_ok && !check_hazards && !(opts.record_events && opts.record_descriptors);
+    let runs_ok = whole_ok && !(opts.record_events && opts.record_descriptors);
     #[cfg(test)]
     let runs_ok = runs_ok && !test_hooks::NO_RUNS.with(std::cell::Cell::get);
     let interval = env.spec.dma_queue_interval_ticks;
@@ -459,6 +472,10 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         hbm_covers_engines,
         whole_ok,
         runs_ok,
+        replay: runs_ok && check_hazards,
+        run_mid: [u64::MAX; DMA_ENGINES],
+        mid_due: false,
+        mid_started: 0,
         hbm_rate: peak,
         rates_dirty: false,
         others: 0,
@@ -515,6 +532,9 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
 impl Executor<'_, '_> {
     fn run(&mut self) {
         loop {
+            if self.replay {
+                self.replay_runs_before(self.t);
+            }
             self.complete_seq_ops();
             self.complete_dma_phases();
             // Issue to a fixpoint: a semaphore update may release a sequencer evaluated
