@@ -322,12 +322,15 @@ fn a_timeout_mid_run_finishes_what_ended_by_then() {
     }
 }
 
-/// A first execution of `program` (hazards checked, every event recorded) with the executor
-/// woken every `every` ticks besides its own events (0: never): its report and outputs.
+/// A first execution of `program` (hazards checked; every event recorded, or with
+/// `descriptors` off every event but the descriptors', so that runs replay their boundaries)
+/// with the executor woken every `every` ticks besides its own events (0: never): its report
+/// and outputs.
 fn with_extra_events(
     instance: Instance,
     program: &Program,
     every: u64,
+    descriptors: bool,
 ) -> (ExecReport, Vec<Vec<u8>>) {
     let (dev, lp) = loaded(instance, program, 5, 1);
     EXTRA_EVENTS.with(|c| c.set(every));
@@ -335,6 +338,7 @@ fn with_extra_events(
         &lp,
         &ExecOptions {
             max_events: 1 << 22,
+            record_descriptors: descriptors,
             ..ExecOptions::default()
         },
     );
@@ -347,7 +351,8 @@ fn with_extra_events(
 fn events_added_at_any_tick_change_nothing() {
     // The schedule is a function of the program alone, not of which ticks the executor
     // happens to stop at: waking it at every tick (a stepper) or every 13 gives the same
-    // report. This is what lets whole descriptors and runs drop events.
+    // report. This is what lets whole descriptors and runs drop events. Without descriptor
+    // events runs replay their boundaries, at the events' own ticks when every tick is one.
     let programs = [
         dma_program(2, 16, 128),
         dma_program(2, 5, 37),
@@ -359,8 +364,8 @@ fn events_added_at_any_tick_change_nothing() {
         kernels::mlp(64, 256, 512, 128, DType::Bf16, crate::engine::ActFunc::Relu).unwrap(),
     ];
     for instance in [Instance::Trn1, Instance::Trn2] {
-        for p in &programs {
-            let (reference, reference_out) = with_extra_events(instance, p, 0);
+        for (p, descriptors) in programs.iter().flat_map(|p| [(p, true), (p, false)]) {
+            let (reference, reference_out) = with_extra_events(instance, p, 0, descriptors);
             assert!(
                 reference.result().is_ok(),
                 "{}: {:?}",
@@ -368,7 +373,7 @@ fn events_added_at_any_tick_change_nothing() {
                 reference.error
             );
             for every in [1, 13] {
-                let (r, out) = with_extra_events(instance, p, every);
+                let (r, out) = with_extra_events(instance, p, every, descriptors);
                 assert_eq!(
                     r, reference,
                     "{instance:?} {} (every {every}): reports differ",
