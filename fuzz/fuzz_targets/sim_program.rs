@@ -107,12 +107,17 @@ fn run(bytes: &[u8]) {
             // the same way: a transfer's descriptors may then run back to back, their
             // boundaries replayed in order (`exec/dma_run.rs`). The same schedule, hazards and
             // bytes, racy program or not.
-            {
+            // A device loaded and filled as `dev` was, before its first execution.
+            let twin_of = || {
                 let twin = Device::with_hbm_capacity(Instance::Trn1, HBM_BYTES);
                 let tlp = twin
                     .load(core, lp.program().clone())
                     .expect("the twin loads the program as the device did");
                 fill_inputs(&twin, &tlp, bytes);
+                (twin, tlp)
+            };
+            {
+                let (twin, tlp) = twin_of();
                 let r = twin
                     .execute(
                         &tlp,
@@ -147,11 +152,7 @@ fn run(bytes: &[u8]) {
                 // execution here is compared with the same execution on a twin device, loaded
                 // and filled the same way and run the same so far, where it is checked.
                 assert!(report.hazards_checked);
-                let twin = Device::with_hbm_capacity(Instance::Trn1, HBM_BYTES);
-                let tlp = twin
-                    .load(core, lp.program().clone())
-                    .expect("the twin loads the program as the device did");
-                fill_inputs(&twin, &tlp, bytes);
+                let (twin, tlp) = twin_of();
                 let twin_first = twin
                     .execute(&tlp, &opts)
                     .expect("the twin's first execution");

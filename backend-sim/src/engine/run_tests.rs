@@ -59,18 +59,6 @@ fn execution(
     (report, outputs, planned)
 }
 
-/// A repeat execution: [`execution`].
-fn repeat(
-    instance: Instance,
-    program: &Program,
-    runs: bool,
-    opts: &ExecOptions,
-    every: u64,
-    others: u64,
-) -> (ExecReport, Vec<Vec<u8>>, u64) {
-    execution(instance, program, runs, opts, every, others, false)
-}
-
 /// Events recorded (instructions, waits, whole transfers), descriptor events not: the
 /// options under which runs happen and the report still shows the schedule in detail.
 fn opts() -> ExecOptions {
@@ -82,9 +70,9 @@ fn opts() -> ExecOptions {
     }
 }
 
-/// Asserts that `program` gives the same repeat execution with runs as without, and that
-/// runs happened in it when `expect_runs`; coupled every `every` ticks (0: never) with 24
-/// other engines.
+/// Asserts that `program` gives the same repeat and first execution with runs as without,
+/// and that runs happened in them when `expect_runs`; coupled every `every` ticks (0: never)
+/// with 24 other engines. Returns the repeat's report.
 fn same_with_and_without_runs(
     instance: Instance,
     program: &Program,
@@ -92,10 +80,16 @@ fn same_with_and_without_runs(
     every: u64,
     expect_runs: bool,
 ) -> ExecReport {
-    same_beside(instance, program, opts, every, 24, expect_runs)
+    same_beside(instance, program, opts, every, 24, expect_runs, BOTH)
 }
 
-/// [`same_with_and_without_runs`], coupled with `others` other engines.
+/// A repeat, then a first execution (hazards checked).
+const BOTH: &[bool] = &[false, true];
+
+/// Asserts that `program`'s executions — for each of `firsts`, a first execution (hazards
+/// checked) or a repeat — give the same report and outputs with runs as without, coupled
+/// every `every` ticks (0: never) with `others` other engines; returns the report of the
+/// first listed.
 fn same_beside(
     instance: Instance,
     program: &Program,
@@ -103,45 +97,29 @@ fn same_beside(
     every: u64,
     others: u64,
     expect_runs: bool,
+    firsts: &[bool],
 ) -> ExecReport {
-    let mut repeated = None;
-    for first in [false, true] {
-        let r = same_either_way(instance, program, opts, every, others, expect_runs, first);
-        if !first {
-            repeated = Some(r);
+    let mut kept = None;
+    for &first in firsts {
+        let (reference, reference_out, none) =
+            execution(instance, program, false, opts, every, others, first);
+        let (r, out, planned) = execution(instance, program, true, opts, every, others, first);
+        let name = &program.name;
+        assert_eq!(none, 0, "{instance:?} {name}: runs planned with runs off");
+        if expect_runs {
+            assert!(planned > 0, "{instance:?} {name}: no run planned");
         }
+        assert_eq!(
+            r, reference,
+            "{instance:?} {name} (every {every}, first {first}): reports differ"
+        );
+        assert_eq!(
+            out, reference_out,
+            "{instance:?} {name} (first {first}): outputs differ"
+        );
+        kept.get_or_insert(r);
     }
-    repeated.unwrap()
-}
-
-/// Asserts that `program`'s first execution (`first`, hazards checked) or repeat gives the
-/// same report and outputs with runs as without; returns the report.
-fn same_either_way(
-    instance: Instance,
-    program: &Program,
-    opts: &ExecOptions,
-    every: u64,
-    others: u64,
-    expect_runs: bool,
-    first: bool,
-) -> ExecReport {
-    let (reference, reference_out, none) =
-        execution(instance, program, false, opts, every, others, first);
-    let (r, out, planned) = execution(instance, program, true, opts, every, others, first);
-    let name = &program.name;
-    assert_eq!(none, 0, "{instance:?} {name}: runs planned with runs off");
-    if expect_runs {
-        assert!(planned > 0, "{instance:?} {name}: no run planned");
-    }
-    assert_eq!(
-        r, reference,
-        "{instance:?} {name} (every {every}, first {first}): reports differ"
-    );
-    assert_eq!(
-        out, reference_out,
-        "{instance:?} {name} (first {first}): outputs differ"
-    );
-    r
+    kept.expect("at least one execution")
 }
 
 #[test]
@@ -298,7 +276,7 @@ fn coupling_mid_run_ends_it_exactly() {
     for p in &programs {
         for every in [1, 7, 97, 1013] {
             for others in [24, 14] {
-                same_beside(Instance::Trn1, p, &opts(), every, others, true);
+                same_beside(Instance::Trn1, p, &opts(), every, others, true, BOTH);
             }
         }
     }
@@ -307,7 +285,7 @@ fn coupling_mid_run_ends_it_exactly() {
 #[test]
 fn a_timeout_mid_run_finishes_what_ended_by_then() {
     let p = cut_program(40);
-    let (full, _, _) = repeat(Instance::Trn1, &p, false, &opts(), 0, 0);
+    let (full, _, _) = execution(Instance::Trn1, &p, false, &opts(), 0, 0, false);
     for frac in [0.1, 0.37, 0.5, 0.83] {
         let limit = (full.ticks as f64 * frac) as u64 + 1;
         let o = ExecOptions {
@@ -488,7 +466,7 @@ fn a_racy_first_execution_reports_and_writes_the_same_with_runs() {
                     dma_trigger_latency_ticks: latency,
                     ..o
                 };
-                let r = same_either_way(instance, &p, &o, 0, 0, true, true);
+                let r = same_beside(instance, &p, &o, 0, 0, true, &[true]);
                 assert_eq!(r.status, nrt_core::NrtStatus::ExecCompletedWithErr);
                 hazards += r.hazards.len();
             }
