@@ -293,8 +293,11 @@ impl Executor<'_, '_> {
     }
 }
 
-/// The engines of a mask, lowest first.
+/// The engines of a mask, lowest first (a `u16` holds every engine: checked below, with the
+/// executor's `mid_started`).
 struct Bits(u16);
+
+const _: () = assert!(DMA_ENGINES <= 16, "engine masks are u16");
 
 impl Iterator for Bits {
     type Item = usize;
