@@ -440,7 +440,7 @@ impl Executor<'_, '_> {
                 } else {
                     (0, first_end)
                 };
-                if self.replay && more > 0 {
+                if more > 0 {
                     self.run_mid[e] = first_end;
                 }
                 let de = &mut self.dma[e];

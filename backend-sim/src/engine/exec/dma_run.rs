@@ -149,9 +149,7 @@ impl Executor<'_, '_> {
             more: kept,
         };
         self.dma_next[e] = end;
-        if self.replay {
-            self.run_mid[e] = if kept > 0 { member_end } else { u64::MAX };
-        }
+        self.run_mid[e] = if kept > 0 { member_end } else { u64::MAX };
     }
 
     /// A transfer was queued on `queue` at this tick: a run of its engine on another queue
@@ -193,7 +191,7 @@ impl Executor<'_, '_> {
     }
 
     /// The end of engine `e`'s member in flight when more of its run follow: a boundary
-    /// inside the run (`u64::MAX` when the engine is not in such a run or not replaying).
+    /// inside the run (`u64::MAX` when the engine is not in such a run).
     pub(super) fn run_boundary(&self, e: usize) -> u64 {
         match self.dma[e].phase {
             Phase::Whole { more: 1.., .. } => self.run_mid[e],
