@@ -440,9 +440,7 @@ impl Executor<'_, '_> {
                 } else {
                     (0, first_end)
                 };
-                if more > 0 {
-                    self.run_mid[e] = first_end;
-                }
+                self.run_mid[e] = if more > 0 { first_end } else { u64::MAX };
                 let de = &mut self.dma[e];
                 de.phase = Phase::Whole {
                     data_from: t + overhead,

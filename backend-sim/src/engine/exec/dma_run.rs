@@ -191,12 +191,18 @@ impl Executor<'_, '_> {
     }
 
     /// The end of engine `e`'s member in flight when more of its run follow: a boundary
-    /// inside the run (`u64::MAX` when the engine is not in such a run).
+    /// inside the run (`u64::MAX` when the engine is not in such a run). `run_mid` holds it:
+    /// every write of a phase that starts, continues or leaves a run writes it too (the start
+    /// pass, `next_member`, `settle_run`, `set_idle`; the other phase writes follow one of
+    /// these, which left it `u64::MAX`).
     pub(super) fn run_boundary(&self, e: usize) -> u64 {
-        match self.dma[e].phase {
-            Phase::Whole { more: 1.., .. } => self.run_mid[e],
-            _ => u64::MAX,
-        }
+        let m = self.run_mid[e];
+        debug_assert_eq!(
+            m != u64::MAX,
+            matches!(self.dma[e].phase, Phase::Whole { more: 1.., .. }),
+            "run_mid of engine {e} out of step with its phase"
+        );
+        m
     }
 
     /// Replays the boundaries inside runs before tick `t` (see the module docs), and notes
@@ -204,25 +210,27 @@ impl Executor<'_, '_> {
     pub(super) fn replay_runs_before(&mut self, t: u64) {
         loop {
             // The earliest boundary `b`, the engines at it, and the next other boundary `b2`.
+            // (`run_mid` alone: `u64::MAX` for an engine in no run, so it is never chosen.)
             let (mut b, mut b2) = (u64::MAX, u64::MAX);
             let mut at: u16 = 0;
             for (e, &m) in self.run_mid.iter().enumerate() {
-                if m >= b2 || self.run_boundary(e) == u64::MAX {
-                    continue;
-                }
                 if m < b {
                     b2 = b;
                     b = m;
-                    at = 0;
-                } else if m > b {
+                    at = 1 << e;
+                } else if m == b {
+                    at |= 1 << e;
+                } else if m < b2 {
                     b2 = m;
-                    continue;
                 }
-                at |= 1 << e;
             }
             if b >= t {
-                self.mid_due = b == t;
+                self.mid_due = b == t && b != u64::MAX;
                 return;
+            }
+            #[cfg(debug_assertions)]
+            for e in Bits(at) {
+                self.run_boundary(e);
             }
             // Every member ending at `b` finishes, then every next one starts.
             self.cross_boundary(at, b);

@@ -302,9 +302,9 @@ struct Executor<'a, 'e> {
     /// accesses checked) at the next event, in the order of the schedule without runs
     /// (`dma_run.rs`, "Replayed boundaries").
     replay: bool,
-    /// Per DMA engine in a run with members left: the end of the member in flight (a
-    /// boundary inside the run; `u64::MAX` otherwise), read while `replay` (`run_boundary`
-    /// checks it against the engine's phase).
+    /// Per DMA engine: the end of the member in flight while the engine is in a run with
+    /// members left (a boundary inside the run), `u64::MAX` otherwise — kept so wherever a
+    /// phase changes (`run_boundary`), read while `replay`.
     run_mid: [u64; DMA_ENGINES],
     /// A boundary inside a run falls at this tick (found by `replay_runs_before`): its member
     /// finishes in `complete_dma_phases` and the next starts in `start_dma_engines`.
