@@ -84,9 +84,68 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Per run: products per second of the functional GEMM alone (`tensor_matmul`, 512³ fp32,
+/// each of two operand sets its own) from one thread alternating between the sets, and from
+/// two threads, one per set — what the host gives two threads of the same kind of work, with
+/// no simulator state shared.
+struct HostGemm {
+    sets: [(Vec<f32>, Vec<f32>, Vec<f32>); 2],
+}
+
+impl HostGemm {
+    const N: usize = 512;
+
+    fn new() -> Self {
+        let set = |seed: u64| {
+            let v: Vec<f32> = (0..(Self::N * Self::N) as u64)
+                .map(|i| ((i.wrapping_mul(seed) % 17) as f32 - 8.0) / 8.0)
+                .collect();
+            (v.clone(), v, vec![0.0; Self::N * Self::N])
+        };
+        Self {
+            sets: [set(3), set(5)],
+        }
+    }
+
+    fn product(set: &mut (Vec<f32>, Vec<f32>, Vec<f32>)) {
+        let n = Self::N;
+        nrt_sim::engine::tensor_matmul(&set.0, &set.1, &mut set.2, n, n, n).unwrap();
+    }
+
+    /// One run: (per second from one thread, per second from two threads).
+    fn run(&mut self, iters: usize) -> (f64, f64) {
+        let t = Instant::now();
+        for _ in 0..iters {
+            for set in &mut self.sets {
+                Self::product(set);
+            }
+        }
+        let one = (2 * iters) as f64 / t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for set in &mut self.sets {
+                s.spawn(move || {
+                    for _ in 0..iters {
+                        Self::product(set);
+                    }
+                });
+            }
+        });
+        (one, (2 * iters) as f64 / t.elapsed().as_secs_f64())
+    }
+}
+
+/// Per run of [`two_cores`]: executions (products) per second from one thread and from two.
+#[derive(Default)]
+struct Rates {
+    one: Vec<f64>,
+    two: Vec<f64>,
+}
+
 /// Two models on the two cores of one device: per run, executions per second from one
-/// thread and from two threads.
-fn two_cores(reps: usize, iters: usize) -> (Vec<f64>, Vec<f64>) {
+/// thread and from two threads; and in the same runs, right after, the host's own figures for
+/// the functional GEMM alone ([`HostGemm`]).
+fn two_cores(reps: usize, iters: usize) -> (Rates, Rates) {
     let rt = Runtime::with_host(SimDriver::new(Instance::Trn1, 1), StdHost::new());
     rt.init(
         FrameworkType::NoFw,
@@ -101,6 +160,8 @@ fn two_cores(reps: usize, iters: usize) -> (Vec<f64>, Vec<f64>) {
         exec(&rt, m);
     }
     let (mut one, mut two) = (Vec::new(), Vec::new());
+    let mut gemm = HostGemm::new();
+    let mut host = Rates::default();
     for _ in 0..reps {
         let t = Instant::now();
         for _ in 0..iters {
@@ -121,8 +182,11 @@ fn two_cores(reps: usize, iters: usize) -> (Vec<f64>, Vec<f64>) {
             }
         });
         two.push((2 * iters) as f64 / t.elapsed().as_secs_f64());
+        let (o, w) = gemm.run(iters);
+        host.one.push(o);
+        host.two.push(w);
     }
-    (one, two)
+    (Rates { one, two }, host)
 }
 
 /// An LNC-2 model's two subgraphs on the two physical cores of a trn2 logical core: per run,
@@ -178,35 +242,73 @@ fn lnc2(reps: usize, iters: usize) -> (Vec<f64>, Vec<f64>, f64, f64) {
     (seq, par, us(apart), us(together))
 }
 
+/// The host CPU as `/proc/cpuinfo` names it, with its family and model numbers (which tell
+/// generations apart where the name does not); "unknown CPU" elsewhere.
+fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    match (field("model name"), field("cpu family"), field("model")) {
+        (Some(name), Some(family), Some(model)) => {
+            format!("{name}, family {family} model {model}")
+        }
+        (Some(name), ..) => name,
+        _ => "unknown CPU".to_string(),
+    }
+}
+
 fn main() {
     let quick = std::env::var_os("NRT_BENCH_QUICK").is_some();
     let (reps, iters) = if quick { (3, 10) } else { (15, 40) };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (ones, twos) = two_cores(reps, iters);
+    let (sim, host) = two_cores(reps, iters);
+    let (ones, twos) = (sim.one, sim.two);
     let (seqs, pars, apart, together) = lnc2(reps, iters);
     // Each run's ratio (its two measurements were taken back to back): the median and the
     // range over the runs.
-    let ratios = |num: &[f64], den: &[f64]| -> (f64, f64, f64) {
-        let r: Vec<f64> = num.iter().zip(den).map(|(a, b)| a / b).collect();
+    let spread = |r: Vec<f64>| -> (f64, f64, f64) {
         let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = r.iter().copied().fold(0.0, f64::max);
         (median(r), lo, hi)
     };
+    let ratios =
+        |num: &[f64], den: &[f64]| spread(num.iter().zip(den).map(|(a, b)| a / b).collect());
     let (one, two) = (median(ones.clone()), median(twos.clone()));
     let (r1, lo1, hi1) = ratios(&twos, &ones);
+    let (h1, h2) = (median(host.one.clone()), median(host.two.clone()));
+    let (rh, loh, hih) = ratios(&host.two, &host.one);
+    // Per run, the two-core ratio over the host's: how much of what the host gives two
+    // threads the simulator keeps.
+    let (rr, lor, hir) = spread(
+        (0..twos.len())
+            .map(|i| (twos[i] / ones[i]) / (host.two[i] / host.one[i]))
+            .collect(),
+    );
     let (seq, par) = (median(seqs.clone()), median(pars.clone()));
     let (r2, lo2, hi2) = ratios(&seqs, &pars);
     let l1 = format!(
         "| two matmul models (512×512×512 fp32) on the two cores of a trn1 device, \
          `Runtime::execute` | {two:.0} exec/s from two threads | {one:.0} exec/s from one \
-         thread, alternating | {r1:.2}× ({lo1:.2}–{hi1:.2}) | ≥ 1.8× |"
+         thread, alternating | {r1:.2}× ({lo1:.2}–{hi1:.2}); per run over the host \
+         baseline's: {rr:.2} ({lor:.2}–{hir:.2}) | ≥ 1.8× |"
     );
     let l2 = format!(
         "| LNC-2 model: two subgraphs (each 512×512×512 fp32) on a trn2 logical core, \
          `Device::execute_group` | {par:.2} ms per execution in lock step | {seq:.2} ms back \
          to back | {r2:.2}× ({lo2:.2}–{hi2:.2}) | ≥ 1.6× |"
     );
-    println!("host CPUs: {cpus}\n{l1}\n{l2}");
+    let l0 = format!(
+        "| host baseline: the functional GEMM alone (`tensor_matmul`, 512³ fp32, two operand \
+         sets), in the same runs as the row below | {h2:.0} products/s from two threads | \
+         {h1:.0} products/s from one thread, alternating | {rh:.2}× ({loh:.2}–{hih:.2}) | \
+         (what this host gives) |"
+    );
+    let cpu = cpu_model();
+    println!("host CPUs: {cpus} ({cpu})\n{l0}\n{l1}\n{l2}");
     println!("simulated: each subgraph alone {apart:.2} µs, both in lock step {together:.2} µs");
     if quick {
         return;
@@ -214,7 +316,7 @@ fn main() {
     let doc = format!(
         "## Concurrency\n\n\
          Figures written by `cargo bench -p nrt-tests --bench concurrency` (release build) on a \
-         machine with {cpus} host CPUs: each is the median of {reps} runs of {iters} \
+         machine with {cpus} host CPUs ({cpu}): each is the median of {reps} runs of {iters} \
          executions per model, the measurement and its baseline interleaved in each run; a \
          ratio is the median of the runs' ratios, with their range in brackets. No \
          device-wide lock is held for an execution, so executions on different cores run on \
@@ -223,8 +325,13 @@ fn main() {
          A ratio above 2× is possible: the one-thread baseline alternates between the two \
          cores, whose memories (24 MiB of SBUF each) then compete for one CPU's caches, \
          while each of the two threads keeps to one core (our reading of it, not measured).\n\n\
+         The first row is the host's own scaling for the same kind of work with no \
+         simulator state shared: the work each execution is mostly made of, the functional \
+         GEMM, run alone from one and from two threads in the same runs as the two-core case \
+         (right after it in each run). On a host whose two CPUs are not both free, neither \
+         reaches 2×; the two-core ratio is then to be read against it.\n\n\
          | case | measured | baseline (same run) | ratio | target |\n\
-         | --- | ---: | ---: | ---: | --- |\n{l1}\n{l2}\n\n\
+         | --- | ---: | ---: | ---: | --- |\n{l0}\n{l1}\n{l2}\n\n\
          Simulated time of the LNC-2 case: each subgraph alone {apart:.2} µs; both together \
          {together:.2} µs (a trn2 device's 3 TB/s covers all its engines at their peaks, so \
          its cores never hold each other back; on trn1 they can, and lock-stepped subgraphs \
