@@ -1,5 +1,6 @@
 //! Simulator speed: the functional matmul against numpy (single-threaded), and idle-skip speed
-//! in simulated ticks per host second on DMA-bound programs.
+//! in simulated ticks per host second on DMA-bound programs, each beside the host's floor for
+//! that program's functional writes (the ceiling this host allows any simulator).
 //!
 //! `cargo bench -p nrt-sim --bench engine` — prints the figures (numpy comparison skipped with
 //! a message when `python3 -c "import numpy"` fails).

@@ -6,6 +6,10 @@
 //! * **LNC-2.** A model whose two subgraphs each compute half of a matmul's rows, run together
 //!   on the two physical cores of a trn2 logical core (`Device::execute_group`: two host
 //!   threads in lock step), against the same two subgraphs run back to back on one thread.
+//! * **Host baseline.** In each run of the two-core case, right after it: the functional GEMM
+//!   alone (no simulator state shared) from one thread and from two — what this host gives two
+//!   threads of that work, which bounds the two-core ratio; each run's two-core ratio is also
+//!   given over it.
 //!
 //! Asserts nothing; writes the `concurrency` section of `docs/PERFORMANCE.md`
 //! (`NRT_BENCH_QUICK=1`: print only).
