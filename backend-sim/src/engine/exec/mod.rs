@@ -341,6 +341,7 @@ struct Executor<'a, 'e> {
     stopped: bool,
     stationary: Option<Rc<Stationary>>,
     shadow: Shadow,
+    /// The shadow's size at which it is next pruned (`hazards::PRUNE_MIN`).
     prune_at: usize,
     report: ExecReport,
     scratch: Vec<u8>,
@@ -491,7 +492,7 @@ pub(crate) fn run_program(env: &mut ExecEnv<'_>, opts: &ExecOptions) -> ExecRepo
         stopped: false,
         stationary: None,
         shadow: Shadow::new(hbm_writes),
-        prune_at: 4096,
+        prune_at: hazards::PRUNE_MIN,
         report: ExecReport {
             status: NrtStatus::Success,
             error: None,
