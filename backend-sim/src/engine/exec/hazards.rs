@@ -7,7 +7,7 @@
 use nrt_core::{NrtStatus, err};
 
 use super::report::{Access, Actor, Hazard};
-use super::{Executor, VClock};
+use super::{Executor, PRUNE_MIN, VClock};
 use crate::engine::isa::{DmaEndpoint, Footprint, MemKind};
 use crate::engine::program::{LoopPlan, Program};
 
@@ -77,14 +77,6 @@ impl HbmWrites {
             .collect()
     }
 }
-
-/// The shadow is pruned when it holds this many records, or twice as many as the last prune
-/// left, whichever is more (so a prune's cost, a walk over the live cells and the clocks of the
-/// queued transfers, stays a constant per record filed). Lower keeps fewer records live and the
-/// cells a check visits in the caches: measured, 1,024 against 4,096 took 7 % off a first
-/// execution of a DMA-bound program, with no change beyond the host's noise on ResNet-50's and
-/// the BERT layer's or with 16,384 transfers queued at once (docs/PERFORMANCE.md, stop 41).
-pub(super) const PRUNE_MIN: usize = 1024;
 
 impl Executor<'_, '_> {
     /// Checks an access by `agent` (vector clock `clock`) made at tick `t` against the records
