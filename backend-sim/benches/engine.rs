@@ -262,23 +262,32 @@ fn dma_program(rounds: u32, engines: usize, descs_per_round: u32) -> nrt_sim::en
     b.build().unwrap()
 }
 
-/// What the host needs at least for [`dma_program`]'s functional work: its descriptors' writes
-/// of zeros (what never-written HBM reads as) into the same SBUF places, in the same order,
-/// done directly (best of 5). The simulator can be no faster than this on this host.
-fn fill_floor(rounds: u32, descs_per_round: u32) -> Duration {
-    let mut sbuf = OnChip::sbuf();
-    best_of(5, || {
-        let t = Instant::now();
-        for _ in 0..rounds {
-            for i in 0..descs_per_round {
-                sbuf.write((i % 128) as usize, (i / 128) as usize * 8192, 8192)
-                    .fill(0);
+/// What the host needs at least for `program`'s functional work: each of its HBM → SBUF
+/// descriptors' writes of zeros (what never-written HBM reads as) into its SBUF place, in the
+/// program's order, done directly (best of 5); and the bytes written. The simulator can be no
+/// faster than this on this host.
+fn fill_floor(program: &nrt_sim::engine::Program) -> (Duration, u64) {
+    let writes: Vec<(usize, usize, usize)> = program
+        .descriptors
+        .iter()
+        .filter_map(|d| match (d.src, d.dst) {
+            (DmaEndpoint::Hbm { .. }, DmaEndpoint::Sbuf { partition, offset }) => {
+                Some((usize::from(partition), offset as usize, d.len as usize))
             }
+            _ => None,
+        })
+        .collect();
+    let mut sbuf = OnChip::sbuf();
+    let floor = best_of(5, || {
+        let t = Instant::now();
+        for &(p, offset, len) in &writes {
+            sbuf.write(p, offset, len).fill(0);
         }
         let d = t.elapsed();
         std::hint::black_box(&sbuf);
         d
-    })
+    });
+    (floor, writes.iter().map(|w| w.2 as u64).sum())
 }
 
 fn idle_skip_bench() {
@@ -332,13 +341,13 @@ fn idle_skip_bench() {
             again.as_secs_f64() * 1e3,
             rate(again)
         );
-        let floor = fill_floor(rounds, descs);
+        let (floor, bytes) = fill_floor(lp.program());
         println!(
             "  host floor, the same run: the program's functional writes alone ({} MiB of \
              zeros, its never-written HBM source, into the same SBUF places) {:.2} ms = a \
              ceiling of {:.3e} ticks/s; the simulator takes {:.2}× (first) and {:.2}× \
              (repeat) that time",
-            (u64::from(rounds) * u64::from(descs) * 8192) >> 20,
+            bytes >> 20,
             floor.as_secs_f64() * 1e3,
             rate(floor),
             first.as_secs_f64() / floor.as_secs_f64(),

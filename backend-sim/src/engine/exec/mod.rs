@@ -311,7 +311,7 @@ struct Executor<'a, 'e> {
     /// (`dma_run.rs`, "Replayed boundaries").
     replay: bool,
     /// Per DMA engine: the end of the member in flight while the engine is in a run with
-    /// members left (a boundary inside the run), `u64::MAX` otherwise — kept so wherever a
+    /// members left (a boundary inside the run), `u64::MAX` otherwise; written wherever a
     /// phase changes (`run_boundary`), read while `replay`.
     run_mid: [u64; DMA_ENGINES],
     /// A boundary inside a run falls at this tick (found by `replay_runs_before`): its member
