@@ -8,10 +8,16 @@
    has no cycle. References are `use` declarations and inline paths (`crate::x::Y`,
    `super::Y`, `child::Y`) outside `#[cfg(test)]` modules; `pub use` re-exports are not
    references of the file that re-exports (they are followed to the file that defines the item).
+3. Module map: every non-test source file of the workspace's crates and of `firmware/` is
+   named in `docs/ARCHITECTURE.md` — its file name in backticks (`x.rs`, `dir/x.rs`, or a
+   backticked pattern with `*` or `{a,b}` that matches it), or its directory as `dir/` where
+   the map describes that directory as a whole (names none of its files but `mod.rs`); a
+   `mod.rs` passes with its directory named. A file added without a line in the map fails.
 
 Prints what it checked and exits 1 on any finding.
 """
 
+import fnmatch
 import os
 import re
 import sys
@@ -243,6 +249,54 @@ def is_test_code(rel):
     )
 
 
+def expand_braces(pattern):
+    """`a{b,c}d` → [`abd`, `acd`] (one level, enough for the map's patterns)."""
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    return [
+        x
+        for alt in m.group(1).split(",")
+        for x in expand_braces(pattern[: m.start()] + alt + pattern[m.end() :])
+    ]
+
+
+def unmapped(members):
+    """Source files `docs/ARCHITECTURE.md` does not name (rule 3 of the module docs)."""
+    text = open(os.path.join(ROOT, "docs", "ARCHITECTURE.md"), encoding="utf-8").read()
+    spans = re.findall(r"`([^`\n]+)`", text)
+    names, dirs, patterns = set(), set(), []
+    for span in spans:
+        for token in re.split(r"[\s,()+]+", span):
+            for t in expand_braces(token):
+                if "*" in t and t.endswith(".rs"):
+                    patterns.append(t.rsplit("/", 1)[-1])
+                elif t.endswith(".rs"):
+                    names.add(t.rsplit("/", 1)[-1])
+                elif t.endswith("/"):
+                    dirs.add(t.rstrip("/").rsplit("/", 1)[-1])
+    missing = []
+    for top in members + ["firmware"]:
+        src = os.path.join(ROOT, top, "src")
+        for dirpath, _, files in os.walk(src):
+            rs = sorted(f for f in files if f.endswith(".rs"))
+            # A directory is described file by file (when the map names any of its files
+            # other than `mod.rs`) or as a whole (`dir/`); in the first case every file must
+            # be named.
+            by_file = dirpath == src or any(f in names for f in rs if f != "mod.rs")
+            whole = os.path.basename(dirpath) in dirs
+            for name in rs:
+                rel = os.path.relpath(os.path.join(dirpath, name), ROOT)
+                if is_test_code(rel) or (dirpath == src and name in ("lib.rs", "main.rs")):
+                    continue
+                if name in names or any(fnmatch.fnmatch(name, p) for p in patterns):
+                    continue
+                if whole and (name == "mod.rs" or not by_file):
+                    continue
+                missing.append(rel)
+    return missing
+
+
 def main():
     failed = False
     members = []
@@ -279,6 +333,11 @@ def main():
             names = [os.path.relpath(crate.files[m], ROOT) for m in comp]
             print(f"import cycle in {member}: " + " <-> ".join(sorted(names)))
     print(f"import cycles: {len(members)} crates, {total} files checked")
+    missing = unmapped(members)
+    for rel in missing:
+        failed = True
+        print(f"  not in docs/ARCHITECTURE.md's module map: {rel}")
+    print(f"module map: source files not named in docs/ARCHITECTURE.md: {len(missing)}")
     if failed:
         print("structure check FAILED")
         return 1
