@@ -267,8 +267,10 @@ def unmapped(members):
     spans = re.findall(r"`([^`\n]+)`", text)
     names, dirs, patterns = set(), set(), []
     for span in spans:
-        for token in re.split(r"[\s,()+]+", span):
-            for t in expand_braces(token):
+        # Split at spaces, commas, parentheses and `+`, but not at the commas of `{a,b}`.
+        guarded = re.sub(r"\{[^{}]*\}", lambda m: m.group(0).replace(",", "\0"), span)
+        for token in re.split(r"[\s,()+]+", guarded):
+            for t in expand_braces(token.replace("\0", ",")):
                 if "*" in t and t.endswith(".rs"):
                     patterns.append(t.rsplit("/", 1)[-1])
                 elif t.endswith(".rs"):
